@@ -1,0 +1,66 @@
+"""Whole n-gram masking: merging, budget, 80/10/10, and the no-leak invariant for n-gram slots."""
+
+import numpy as np
+import pytest
+
+from zencli.data.masking import char_units, choose_masked_units, corrupt, drop_covering_masked, merge_with_lexicon
+
+
+def test_merge_prefers_the_longest_lexicon_run():
+    tokens = list("北京大学生在")
+    pieces = [(0, 2), (2, 4), (4, 5), (5, 6)]  # 北京 | 大学 | 生 | 在
+    lex = {tuple("北京大学"), tuple("北京大学生"), tuple("学生")}
+    assert merge_with_lexicon(tokens, pieces, lex.__contains__) == [(0, 5), (5, 6)]
+    # max_n caps the merged length
+    assert merge_with_lexicon(tokens, pieces, lex.__contains__, max_n=4) == [(0, 4), (4, 5), (5, 6)]
+    # a merge that is not in the lexicon keeps the pieces apart
+    assert merge_with_lexicon(tokens, pieces, set().__contains__) == list(pieces)
+
+
+def test_budget_is_respected_and_units_stay_whole():
+    rng = np.random.default_rng(0)
+    L = 200
+    maskable = np.ones(L, dtype=bool)
+    maskable[[0, 99, 199]] = False  # [CLS], [SEP]s
+    units, i = [], 1
+    while i < L - 1:
+        n = int(rng.integers(1, 5))
+        units.append((i, min(i + n, L - 1)))
+        i += n
+    for seed in range(20):
+        m = choose_masked_units(units, maskable, np.random.default_rng(seed))
+        budget = round(maskable.sum() * 0.15)
+        assert 0 < m.sum() <= budget
+        assert not m[~maskable].any()
+        for s, e in units:  # whole units: all or nothing
+            assert m[s:e].all() or not m[s:e].any()
+
+
+def test_at_least_one_unit_when_all_units_exceed_budget():
+    maskable = np.array([False, True, True, True, False])
+    m = choose_masked_units([(1, 4)], maskable, np.random.default_rng(0))
+    assert m.tolist() == [False, True, True, True, False]
+
+
+def test_char_units_and_corruption_ratios():
+    rng = np.random.default_rng(1)
+    L = 20000
+    ids = rng.integers(10, 100, size=L)
+    masked = np.zeros(L, dtype=bool)
+    masked[::2] = True
+    inputs, labels = corrupt(ids, masked, rng, mask_id=4, random_ids=np.arange(10, 100))
+    assert (labels[masked] == ids[masked]).all() and (labels[~masked] == -100).all()
+    assert (inputs[~masked] == ids[~masked]).all()
+    frac_mask = (inputs[masked] == 4).mean()
+    frac_same = (inputs[masked] == ids[masked]).mean()
+    assert frac_mask == pytest.approx(0.8, abs=0.02)
+    assert frac_same == pytest.approx(0.1 + 0.1 / 90, abs=0.02)
+    assert char_units(np.array([False, True, True])) == [(1, 2), (2, 3)]
+
+
+def test_no_ngram_slot_covers_a_masked_position():
+    masked = np.array([0, 0, 1, 1, 0, 0, 0, 1, 0], dtype=bool)
+    starts = np.array([0, 1, 3, 4, 5, 6, 8])
+    lengths = np.array([2, 2, 2, 3, 2, 2, 1])
+    keep = drop_covering_masked(starts, lengths, masked)
+    assert keep.tolist() == [True, False, False, True, True, False, True]

@@ -1,0 +1,228 @@
+"""Recipes as data: YAML → typed dataclasses, with errors that name the key.
+
+A recipe is a YAML mapping whose shape is a dataclass (nested dataclasses for sections). Loading checks
+every key against the dataclass: an unknown key names the closest valid one, a wrong type names the
+expected type, a missing required field is reported by its full path. `--set a.b=value` overrides are
+parsed as YAML scalars and applied before validation, so they are checked the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from zencli.errors import ZenError
+
+T = TypeVar("T")
+
+# Built-in recipes live in the checkout's recipes/ folder (next to the package).
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "mapping"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(value: Any, tp: Any, key: str, source: str) -> Any:
+    """Check `value` against type `tp`, converting where lossless (int → float, str → Path)."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(value, a, key, source)
+            except ZenError as e:
+                errors.append(e)
+        raise ZenError(f"{source}: {key}: expected {_type_name(tp)}, got {value!r}")
+    if origin is typing.Literal:
+        if value in typing.get_args(tp):
+            return value
+        raise ZenError(f"{source}: {key}: expected {_type_name(tp)}, got {value!r}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ZenError(f"{source}: {key}: expected {_type_name(tp)}, got {value!r}")
+        (item_tp,) = typing.get_args(tp)[:1] or (Any,)
+        out = [_convert(v, item_tp, f"{key}[{i}]", source) for i, v in enumerate(value)]
+        return tuple(out) if origin is tuple else out
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ZenError(f"{source}: {key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ZenError(f"{source}: {key}: expected a mapping (section), got {value!r}")
+        return from_dict(tp, value, source=source, prefix=key + ".")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads `1e-4` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif tp is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+    else:
+        if isinstance(value, tp):
+            return value
+    raise ZenError(f"{source}: {key}: expected {_type_name(tp)}, got {value!r}")
+
+
+def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", prefix: str = "") -> T:
+    """Build dataclass `cls` from a mapping, validating every key. Errors name `source` and the key."""
+    if not isinstance(data, dict):
+        raise ZenError(f"{source}: {prefix.rstrip('.') or 'top level'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for k in data:
+        if k not in fields:
+            close = difflib.get_close_matches(str(k), list(fields), n=1)
+            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            valid = ", ".join(fields)
+            raise ZenError(f"{source}: unknown key '{prefix}{k}'{hint}; valid keys here: {valid}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = _convert(data[name], hints[name], prefix + name, source)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ZenError(f"{source}: missing required key '{prefix}{name}' ({_type_name(hints[name])})")
+    obj = cls(**kwargs)
+    validate = getattr(obj, "validate", None)
+    if validate is not None:
+        try:
+            validate()
+        except ZenError as e:
+            raise ZenError(f"{source}: {prefix}{e}") from None
+    return obj
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclass → plain YAML-able data (Paths as strings)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """`a.b.c=value` → (['a','b','c'], parsed value). The value is read as a YAML scalar/list."""
+    if "=" not in text:
+        raise ZenError(f"--set {text!r}: expected KEY=VALUE, e.g. --set train.lr=1e-4")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ZenError(f"--set {text!r}: empty key part; expected KEY=VALUE with KEY like a.b.c")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `--set` overrides to raw recipe data (before validation)."""
+    for text in overrides:
+        path, value = parse_override(text)
+        node = data
+        for part in path[:-1]:
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            elif not isinstance(nxt, dict):
+                raise ZenError(f"--set {text!r}: '{part}' is not a section")
+            node = nxt
+        node[path[-1]] = value
+    return data
+
+
+def resolve_recipe_path(name_or_file: str | Path) -> Path:
+    """A recipe argument is a YAML file path or the name of a built-in recipe in recipes/."""
+    p = Path(name_or_file)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise ZenError(f"{p}: no such recipe file")
+        return p
+    candidate = RECIPES_DIR / f"{name_or_file}.yaml"
+    if candidate.is_file():
+        return candidate
+    names = list_recipes()
+    close = difflib.get_close_matches(str(name_or_file), names, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise ZenError(f"recipe '{name_or_file}' not found: not a file and not a built-in recipe{hint}; "
+                   f"see `zen recipe list`")
+
+
+def list_recipes() -> list[str]:
+    if not RECIPES_DIR.is_dir():
+        return []
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+
+
+def read_recipe_data(name_or_file: str | Path) -> tuple[dict[str, Any], Path]:
+    path = resolve_recipe_path(name_or_file)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ZenError(f"{path}{line}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    except UnicodeDecodeError as e:
+        raise ZenError(f"{path}: invalid UTF-8 at byte offset {e.start}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ZenError(f"{path}: expected a mapping at the top level of the recipe")
+    return data, path
+
+
+def load_recipe(cls: type[T], name_or_file: str | Path | None, overrides: list[str] | None = None) -> T:
+    """Load a recipe (or the dataclass defaults when None), apply overrides, validate."""
+    if name_or_file is None:
+        data, source = {}, "defaults"
+    else:
+        data, path = read_recipe_data(name_or_file)
+        source = str(path)
+    data = apply_overrides(data, list(overrides or []))
+    if overrides:
+        source += " (with --set)"
+    return from_dict(cls, data, source=source)

@@ -1,0 +1,56 @@
+"""Typed settings for each zen job. A recipe file is one of these dataclasses written as YAML, with a
+top-level `job:` key saying which. Defaults here are the built-in defaults of the command."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from zencli.errors import ZenError
+
+Language = Literal["zh", "ar"]
+
+# Paper (ZEN 2.0, §data): PMI 3 / frequency 15 for Chinese, PMI 10 / frequency 20 for Arabic word pieces.
+LEXICON_DEFAULTS: dict[str, tuple[float, int]] = {"zh": (3.0, 15), "ar": (10.0, 20)}
+
+
+@dataclass
+class LexiconConfig:
+    """`zen lexicon`: PMI + frequency n-gram extraction."""
+
+    job: Literal["lexicon"] = "lexicon"
+    corpus: list[Path] = field(default_factory=list)
+    output: Path = Path("runs/lexicon/ngram.txt")
+    language: Language = "zh"
+    vocab: Path | None = None  # tokenize with this vocab.txt (WordPiece for Arabic); None: char pieces
+    lowercase: bool = True
+    min_n: int = 2
+    max_n: int = 8
+    min_freq: int | None = None  # None: the language default
+    min_pmi: float | None = None  # None: the language default
+    workers: int = 0  # 0: one per CPU core
+    chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
+    style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
+
+    def validate(self) -> None:
+        if not 1 <= self.min_n <= self.max_n <= 8:
+            raise ZenError(f"min_n/max_n: expected 1 <= min_n <= max_n <= 8, got {self.min_n}..{self.max_n}")
+        if self.min_freq is not None and self.min_freq < 1:
+            raise ZenError(f"min_freq: expected an integer >= 1, got {self.min_freq}")
+        if self.workers < 0:
+            raise ZenError(f"workers: expected >= 0, got {self.workers}")
+        if self.chunk_chars < 1000:
+            raise ZenError(f"chunk_chars: expected >= 1000, got {self.chunk_chars}")
+
+    @property
+    def freq_threshold(self) -> int:
+        return self.min_freq if self.min_freq is not None else LEXICON_DEFAULTS[self.language][1]
+
+    @property
+    def pmi_threshold(self) -> float:
+        return self.min_pmi if self.min_pmi is not None else LEXICON_DEFAULTS[self.language][0]
+
+
+# job name → settings class; later issues add pretrain/finetune/... here.
+JOBS: dict[str, type] = {"lexicon": LexiconConfig}

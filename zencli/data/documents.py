@@ -1,0 +1,161 @@
+"""Raw pretraining text → documents → BERT sentence pairs for next-sentence prediction.
+
+Two input layouts (detected per file, or forced):
+- `blank-line`: one sentence per line, a blank line between documents (BERT's layout);
+- `line`: one document per line (e.g. a paragraph), split into sentences after 。！？!? and friends.
+`auto` picks `blank-line` when the file contains a blank line between non-blank lines, else `line`.
+
+Pairs follow BERT's create_instances_from_document with one change: nothing is truncated. A sentence
+longer than half the budget is cut into consecutive windows first, and a chunk stops growing *before* a
+sentence that would not fit, so every token of the corpus lands in exactly one segment A or true
+segment B per duplication round. Only the random B (taken from another document) is cut to length,
+which loses nothing since that text is also visited in its own document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from zencli.errors import ZenError
+from zencli.text.reading import iter_lines
+
+Layout = Literal["auto", "blank-line", "line"]
+
+# Sentence ends: Chinese and ASCII terminal punctuation, optionally followed by closing quotes/brackets.
+_SENT_END = re.compile(r"(?<=[。！？!?；…])(?![”’」』）)\]」。！？!?…])|(?<=[。！？!?][”’」』）)\]])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a paragraph after sentence-final punctuation (closing quotes stay with their sentence)."""
+    parts = [p for p in _SENT_END.split(text) if p.strip()]
+    return parts or ([text] if text.strip() else [])
+
+
+def detect_layout(path: Path) -> Literal["blank-line", "line"]:
+    seen_text = False
+    blank_after_text = False
+    for _, line in iter_lines(path):
+        if not line.strip():
+            if seen_text:
+                blank_after_text = True
+        elif blank_after_text:
+            return "blank-line"
+        else:
+            seen_text = True
+    return "line"
+
+
+def read_documents(paths: Sequence[str | Path], layout: Layout = "auto") -> Iterable[list[str]]:
+    """Yield documents as lists of sentences (non-empty strings)."""
+    for path in paths:
+        path = Path(path)
+        mode = detect_layout(path) if layout == "auto" else layout
+        if mode == "line":
+            for _, line in iter_lines(path):
+                sents = split_sentences(line.strip())
+                if sents:
+                    yield sents
+        else:
+            doc: list[str] = []
+            for _, line in iter_lines(path):
+                if line.strip():
+                    doc.append(line.strip())
+                elif doc:
+                    yield doc
+                    doc = []
+            if doc:
+                yield doc
+
+
+@dataclass
+class Pair:
+    a: list[int]  # token ids of segment A
+    b: list[int]  # token ids of segment B
+    is_random_next: bool
+
+
+def _windows(ids: list[int], size: int) -> list[list[int]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+
+
+def make_pairs(
+    docs: Sequence[Sequence[Sequence[int]]],
+    max_seq_len: int,
+    rng: np.random.Generator,
+    short_seq_prob: float = 0.1,
+) -> list[Pair]:
+    """Build NSP pairs from tokenised documents (each a list of sentences of token ids).
+
+    `[CLS] A [SEP] B [SEP]` fits in max_seq_len. B is the true continuation half of the time, otherwise a
+    segment from a random other document. Needs at least two documents with text.
+    """
+    max_tokens = max_seq_len - 3
+    if max_tokens < 2:
+        raise ZenError(f"max_seq_len: expected at least 5 for sentence pairs, got {max_seq_len}")
+    half = max(1, max_tokens // 2)
+    docs = [[w for s in doc for w in _windows(list(s), half) if w] for doc in docs]
+    docs = [d for d in docs if d]
+    if len(docs) < 2:
+        raise ZenError(
+            "the corpus holds fewer than two documents with text, so next-sentence prediction has no "
+            "random-next segments: add documents (blank line between documents, or one document per line)"
+        )
+    pairs: list[Pair] = []
+    for di, doc in enumerate(docs):
+        target = max_tokens
+        if rng.random() < short_seq_prob:
+            target = int(rng.integers(2, max_tokens + 1))
+        chunk: list[list[int]] = []
+        length = 0
+        i = 0
+        while i < len(doc):
+            seg = doc[i]
+            if chunk and length + len(seg) > target:
+                pair, i = _pair_from_chunk(chunk, docs, di, target, rng, i)
+                pairs.append(pair)
+                chunk, length = [], 0
+                target = max_tokens if rng.random() >= short_seq_prob else int(rng.integers(2, max_tokens + 1))
+                continue
+            chunk.append(seg)
+            length += len(seg)
+            i += 1
+            if i == len(doc) and chunk:
+                pair, i = _pair_from_chunk(chunk, docs, di, target, rng, i)
+                pairs.append(pair)
+                chunk, length = [], 0
+    return pairs
+
+
+def _pair_from_chunk(
+    chunk: list[list[int]], docs: list[list[list[int]]], di: int, target: int, rng: np.random.Generator, next_i: int
+) -> tuple[Pair, int]:
+    """Split a chunk into A and B (true next) or A and a random B; also returns where the document resumes."""
+    a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
+    a = [t for seg in chunk[:a_end] for t in seg]
+    if len(chunk) == 1 or rng.random() < 0.5:
+        # Random next: B from another document; the unused segments of this chunk are revisited.
+        other = int(rng.integers(0, len(docs) - 1))
+        other += other >= di
+        odoc = docs[other]
+        start = int(rng.integers(0, len(odoc)))
+        b: list[int] = []
+        budget = max(1, target - len(a))
+        for seg in odoc[start:]:
+            b.extend(seg)
+            if len(b) >= budget:
+                break
+        return Pair(a, b[:budget], True), next_i - (len(chunk) - a_end)
+    b = [t for seg in chunk[a_end:] for t in seg]
+    return Pair(a, b, False), next_i
+
+
+def tokenize_documents(
+    docs: Iterable[list[str]], encode: Callable[[str], list[int]]
+) -> list[list[list[int]]]:
+    return [[ids for ids in (encode(s) for s in doc) if ids] for doc in docs]
