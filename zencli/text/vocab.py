@@ -34,7 +34,9 @@ class Vocab:
             _check_token(tok, self.source, i)
             first = self._ids.setdefault(tok, i)
             if first != i:
-                raise ZenError(f"{self.source}: token {tok!r} at id {i} duplicates id {first}; token ids must be unique")
+                raise ZenError(
+                    f"{self.source}: token {tok!r} at id {i} duplicates id {first}; token ids must be unique"
+                )
 
     @classmethod
     def load(cls, path: str | Path) -> Vocab:
@@ -145,7 +147,9 @@ def read_sidecar(vocab_path: str | Path) -> dict[str, Any] | None:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ZenError(f"{p}: not valid UTF-8 JSON ({e}); expected the settings zen wrote with the vocabulary") from None
+        raise ZenError(
+            f"{p}: not valid UTF-8 JSON ({e}); expected the settings zen wrote with the vocabulary"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != SIDECAR_FORMAT:
         return None
     return data

@@ -1,0 +1,203 @@
+"""The ZEN encoder (ZEN 2.0, ZEN 1.0) and its plain-BERT baseline.
+
+Two towers. Characters go through `num_hidden_layers` Transformer layers; the n-gram slots of the
+sequence go through `num_hidden_word_layers` layers of the same type. After every character layer i:
+
+    h = char_layer[i](h)
+    if i < num_hidden_word_layers: g = word_layer[i](g)
+    h = h + P · g                  # P [B,L,M]: which slots cover which chars (ngram_fusion.py)
+
+so once the n-gram layers run out, the last g is added again after each later char layer. Encoder
+"bert" has no n-gram side at all (no parameters, no fusion). Pooled output = tanh(W h[:,0] + b).
+
+Module names follow the released checkpoints (`embeddings`, `word_embeddings`, `encoder.layer`,
+`encoder.word_layers`, `pooler`), so a released state dict (minus its `bert.` prefix) loads as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from zencli.model.config import ZenConfig
+from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
+from zencli.model.layer import TransformerLayer
+from zencli.model.ngram_fusion import fuse, ngram_position_matrix
+from zencli.model.relative_attention import RelativeSelfAttention
+
+
+@dataclass
+class EncoderOutput:
+    sequence_output: torch.Tensor  # [B,L,H]
+    pooled_output: torch.Tensor  # [B,H]
+    all_layers: list[torch.Tensor] | None = None  # per char layer, after fusion: num_layers × [B,L,H]
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B,L] of 1 (attend) / 0 (padding) → [B,1,1,L] of 0 / −10000, as the released code."""
+    return (1.0 - mask[:, None, None, :].to(dtype)) * -10000.0
+
+
+class Pooler(nn.Module):
+    def __init__(self, config: ZenConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(h[:, 0]))  # [B,L,H] → [B,H]
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: ZenConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
+        if config.has_ngrams:
+            self.word_layers = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_word_layers))
+
+    def forward(
+        self,
+        h: torch.Tensor,  # [B,L,H]
+        mask: torch.Tensor,  # [B,1,1,L] additive
+        g: torch.Tensor | None = None,  # [B,M,H]; None: no n-grams in this batch
+        ngram_mask: torch.Tensor | None = None,  # [B,1,1,M] additive
+        P: torch.Tensor | None = None,  # [B,L,M]
+        output_all_layers: bool = False,
+    ) -> list[torch.Tensor]:
+        layers = []
+        for i, char_layer in enumerate(self.layer):
+            h = char_layer(h, mask)
+            if g is not None:
+                if i < len(self.word_layers):
+                    g = self.word_layers[i](g, ngram_mask)
+                h = fuse(h, P, g)
+            if output_all_layers:
+                layers.append(h)
+        return layers if output_all_layers else [h]
+
+
+class ZenModel(nn.Module):
+    def __init__(self, config: ZenConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = CharEmbeddings(config)
+        if config.has_ngrams:
+            self.word_embeddings = NgramEmbeddings(config)
+        self.encoder = Encoder(config)
+        self.pooler = Pooler(config)
+        self.apply(self.init_weights)
+
+    def init_weights(self, module: nn.Module) -> None:
+        """BERT's initialisation (normal(0, initializer_range), LayerNorm 1/0, zero biases); the ZEN 2.0
+        biases u, v get the released xavier-normal init."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, RelativeSelfAttention):
+            nn.init.xavier_normal_(module.r_r_bias)
+            nn.init.xavier_normal_(module.r_w_bias)
+
+    def sparse_ngram_gradients(self, enabled: bool = True) -> nn.Parameter | None:
+        """Make the n-gram table's gradient sparse (only the rows of the batch's n-grams) and return the
+        table, so the trainer can give it a sparse optimizer (e.g. SparseAdam). With a dense gradient
+        every step zero-fills, and Adam updates, the whole 100k-row table although a batch touches a
+        few hundred rows. None for plain BERT."""
+        if not self.config.has_ngrams:
+            return None
+        table = self.word_embeddings.word_embeddings
+        table.sparse = enabled
+        return table.weight
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,  # [B,L]
+        token_type_ids: torch.Tensor | None = None,  # [B,L]
+        attention_mask: torch.Tensor | None = None,  # [B,L] 1 = token, 0 = padding
+        ngram_ids: torch.Tensor | None = None,  # [B,M], 0 = padding slot
+        ngram_token_type_ids: torch.Tensor | None = None,  # [B,M]
+        ngram_attention_mask: torch.Tensor | None = None,  # [B,M]
+        ngram_starts: torch.Tensor | None = None,  # [B,M] char index incl. [CLS]
+        ngram_lengths: torch.Tensor | None = None,  # [B,M], 0 for padding slots
+        ngram_freqs: torch.Tensor | None = None,  # [B,M] lexicon frequency (ZEN 2.0 weighting)
+        ngram_position_matrix: torch.Tensor | None = None,  # [B,L,M] precomputed P instead of the above
+        output_all_layers: bool = False,
+    ) -> EncoderOutput:
+        cfg = self.config
+        if cfg.released_ft_quirks:
+            # What the released fine-tuning scripts pass: ZEN 2.0 drops the n-gram types and mask (padding
+            # slots are attended, all types 0); ZEN 1.0 passes no char mask or types either.
+            ngram_token_type_ids = ngram_attention_mask = None
+            if cfg.encoder == "zen1":
+                token_type_ids = attention_mask = None
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+
+        h = self.embeddings(input_ids, token_type_ids)  # [B,L,H]
+        mask = additive_mask(attention_mask, h.dtype)
+
+        g = ngram_mask = P = None
+        if cfg.has_ngrams and ngram_ids is not None:
+            P, ngram_ids, ngram_token_type_ids, ngram_attention_mask = self._ngram_slots(
+                input_ids.shape[1], ngram_ids, ngram_token_type_ids, ngram_attention_mask,
+                ngram_starts, ngram_lengths, ngram_freqs, ngram_position_matrix,
+            )
+            if P is not None:
+                g = self.word_embeddings(ngram_ids, ngram_token_type_ids)  # [B,M,H]
+                ngram_mask = additive_mask(ngram_attention_mask, g.dtype)
+
+        layers = self.encoder(h, mask, g, ngram_mask, P, output_all_layers)
+        sequence_output = layers[-1]
+        return EncoderOutput(
+            sequence_output=sequence_output,
+            pooled_output=self.pooler(sequence_output),
+            all_layers=layers if output_all_layers else None,
+        )
+
+    def _ngram_slots(
+        self,
+        seq_len: int,
+        ngram_ids: torch.Tensor,
+        types: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        starts: torch.Tensor | None,
+        lengths: torch.Tensor | None,
+        freqs: torch.Tensor | None,
+        P: torch.Tensor | None,
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """P and the slot tensors, with the work that cannot change the result cut away.
+
+        A batch whose P is all zero adds nothing to any char: the n-gram tower is skipped (P = None).
+        Trailing slots that are padding in every row are dropped: they are masked out of attention
+        (their softmax weight exp(−10000) is exactly 0) and P has no weight on them. Without an n-gram
+        mask (e.g. under the released fine-tuning quirks) padding slots are attended: nothing is trimmed.
+        """
+        if P is None:
+            if starts is None or lengths is None:
+                raise ValueError("n-gram slots need ngram_position_matrix or ngram_starts + ngram_lengths")
+            P = ngram_position_matrix(starts, lengths, freqs, seq_len, self.config.ngram_weighting)
+        if types is None:
+            types = torch.zeros_like(ngram_ids)
+        trim = mask is not None  # without a mask every slot is attended: trailing padding still matters
+        if mask is None:
+            mask = torch.ones_like(ngram_ids)
+        if not bool(P.any()):
+            return None, ngram_ids, types, mask
+        if trim:
+            used = mask.bool().any(0) | (P != 0).any(1).any(0)  # [M]
+            keep = int(used.nonzero().max()) + 1
+            if keep < ngram_ids.shape[1]:
+                P, ngram_ids, types, mask = P[:, :, :keep], ngram_ids[:, :keep], types[:, :keep], mask[:, :keep]
+        return P, ngram_ids, types, mask

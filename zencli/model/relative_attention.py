@@ -1,0 +1,94 @@
+"""ZEN 2.0 self-attention with relative positions (paper eq. 4–6; Transformer-XL without memory).
+
+Per head (d = H/A), for query position q and key position k:
+
+    score[q,k] = ((Q_q + u)·K_k + (Q_q + v)·R_{k−q}) / √d + mask_k
+
+R_p is a fixed sinusoid shared by all heads, `[sin(p·ω_0 … p·ω_{d/2−1}) | cos(…)]` (halves, not
+interleaved) with ω_j = 10000^(−j/(d/2−1)), exactly as the released code builds it. u and v are per-head
+biases; the released state dict calls u `r_r_bias` and v `r_w_bias` (swapped w.r.t. Transformer-XL's
+names) and zen keeps those names. The released model has no W_r: `relative_projection=True` adds the
+paper's trainable W_r (eq. 4) the Transformer-XL way — the sinusoid then has the model width H and
+W_r [H,H] maps it to one d-vector per head.
+
+How it is computed: the position term only depends on k−q, so (Q+v)·R is taken against the 2L−1
+distinct offsets ([B,A,L,2L−1]) and then skewed into [B,A,L,L] as a strided view. That matrix, scaled and
+plus the padding mask, is the additive `attn_mask` of `scaled_dot_product_attention`, which computes the
+(Q+u)·K term, the softmax, dropout and ·V.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from zencli.model.attention import merge_heads, split_heads
+from zencli.model.config import ZenConfig
+
+
+def relative_sinusoid(length: int, dim: int, device: torch.device | None = None) -> torch.Tensor:
+    """R_p for p = −(L−1) … L−1, row p + L − 1: [2L−1, dim] float32.
+
+    Same float32 operations as the released table, so the values are the released ones bit for bit.
+    """
+    half = dim // 2
+    omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
+    p = torch.arange(-(length - 1), length, dtype=torch.float32, device=device)
+    angles = p[:, None] * omega[None, :]  # [2L−1, d/2]
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+def skew(by_offset: torch.Tensor) -> torch.Tensor:
+    """[..., L, 2L−1] indexed by offset k−q+L−1 → [..., L, L] indexed by key k, without a copy.
+
+    In a contiguous row-major [L, 2L−1] block, element (q, k−q+L−1) sits at q·(2L−1) + k − q + L − 1
+    = q·(2L−2) + k + (L−1): a strided view with row stride 2L−2 starting at offset L−1 (half the cost
+    of a gather, forward and backward).
+    """
+    t = by_offset.contiguous()
+    L, W = t.shape[-2], t.shape[-1]
+    return t.as_strided((*t.shape[:-1], L), (*t.stride()[:-2], W - 1, 1), t.storage_offset() + L - 1)
+
+
+class RelativeSelfAttention(nn.Module):
+    def __init__(self, config: ZenConfig):
+        super().__init__()
+        H, A = config.hidden_size, config.num_attention_heads
+        self.num_heads = A
+        self.head_size = H // A
+        self.query = nn.Linear(H, H)
+        self.key = nn.Linear(H, H)
+        self.value = nn.Linear(H, H)
+        self.r_r_bias = nn.Parameter(torch.zeros(A, self.head_size))  # u: content bias
+        self.r_w_bias = nn.Parameter(torch.zeros(A, self.head_size))  # v: position bias
+        self.r_proj = nn.Linear(H, H, bias=False) if config.relative_projection else None  # W_r
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def position_table(self, length: int, device: torch.device) -> torch.Tensor:
+        """R for this layer: [2L−1, d] shared by heads, or [A, 2L−1, d] after W_r."""
+        if self.r_proj is None:
+            return relative_sinusoid(length, self.head_size, device)
+        R = self.r_proj(relative_sinusoid(length, self.num_heads * self.head_size, device))  # [2L−1,H]
+        return R.view(2 * length - 1, self.num_heads, self.head_size).transpose(0, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        # x: [B,L,H], mask: [B,1,1,L] additive → [B,L,H]
+        L = x.shape[1]
+        q = split_heads(self.query(x), self.num_heads)  # [B,A,L,d]
+        k = split_heads(self.key(x), self.num_heads)
+        v = split_heads(self.value(x), self.num_heads)
+        content_bias = self.r_r_bias.to(q.dtype)[:, None, :]  # u: [A,1,d]
+        position_bias = self.r_w_bias.to(q.dtype)[:, None, :]  # v: [A,1,d]
+
+        R = self.position_table(L, x.device).to(q.dtype)
+        by_offset = torch.matmul(q + position_bias, R.transpose(-1, -2))  # [B,A,L,2L−1]
+        position_term = skew(by_offset) * (1.0 / math.sqrt(self.head_size))  # [B,A,L,L]
+        bias = (position_term + mask).to(q.dtype)
+
+        ctx = F.scaled_dot_product_attention(
+            q + content_bias, k, v, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0
+        )
+        return merge_heads(ctx)
