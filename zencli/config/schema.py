@@ -24,7 +24,7 @@ class LexiconConfig:
     output: Path = Path("runs/lexicon/ngram.txt")
     language: Language = "zh"
     vocab: Path | None = None  # tokenize with this vocab.txt (WordPiece for Arabic); None: char pieces
-    lowercase: bool = True
+    lowercase: bool | None = None  # None: True without a vocab; with a vocab, its vocab.json setting (else True)
     min_n: int = 2
     max_n: int = 8
     min_freq: int | None = None  # None: the language default
@@ -32,6 +32,7 @@ class LexiconConfig:
     workers: int = 0  # 0: one per CPU core
     chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
     style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
+    tmp_dir: Path | None = None  # spill folder for counts/merge (None: next to the output); needs disk space
 
     def validate(self) -> None:
         if not 1 <= self.min_n <= self.max_n <= 8:

@@ -1,0 +1,202 @@
+"""`zen lexicon build|count|merge|show`: PMI n-gram lexicon extraction (see zencli/lexicon/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from zencli.cli.common import OVERRIDES, RECIPE, console
+
+app = typer.Typer(
+    help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
+    "over shards (count, merge); show a lexicon.",
+    no_args_is_help=True,
+)
+
+OUTPUT = typer.Option(None, "--output", "-o", help="ngram.txt to write (a JSON sidecar goes next to it).")
+LANGUAGE = typer.Option(
+    None, "--language", "-l", help="zh or ar: default thresholds (zh: PMI 3, freq 15; ar: PMI 10, freq 20)."
+)
+MIN_FREQ = typer.Option(None, "--min-freq", help="Keep n-grams seen at least this often (default: language default).")
+MIN_PMI = typer.Option(None, "--min-pmi", help="Keep n-grams whose PMI (bits, min over splits) is at least this.")
+MIN_N = typer.Option(None, "--min-n", help="Shortest n-gram, in tokens (default 2).")
+MAX_N = typer.Option(None, "--max-n", help="Longest n-gram, in tokens (default 8).")
+WORKERS = typer.Option(None, "--workers", "-j", help="Counting processes (0 or default: one per CPU core).")
+VOCAB = typer.Option(
+    None, "--vocab", help="Count WordPiece pieces of this vocab.txt (needed for Arabic); default: characters."
+)
+STYLE = typer.Option(None, "--style", help="ngram.txt style: tokens (ZEN 2.0, `北 京,9`) or raw (ZEN 1.0, `北京,9`).")
+
+
+def _config(recipe, overrides, **options):
+    """Recipe (or defaults) < --set overrides < plain options; validated like a recipe."""
+    from zencli.config import from_dict, load_job_recipe, to_dict
+    from zencli.config.schema import LexiconConfig
+
+    cfg = load_job_recipe(recipe, overrides, expected_job="lexicon")
+    given = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items() if v is not None}
+    if not given:
+        return cfg
+    data = to_dict(cfg)
+    data.update(given)
+    return from_dict(LexiconConfig, data, source="command line")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def _print_result(result, output: Path) -> None:
+    from rich.table import Table
+
+    corpus = result.corpus
+    console.print(f"lexicon: {len(result.lexicon):,} n-grams → {output}", soft_wrap=True)
+    t = Table(title="n-grams per length")
+    t.add_column("n", justify="right")
+    t.add_column("counted (after pruning)", justify="right")
+    t.add_column(f"freq ≥ {result.settings['min_freq']}", justify="right")
+    t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g} (selected)", justify="right")
+    for n, row in sorted(result.per_length.items()):
+        if n < result.settings["min_n"]:
+            continue
+        t.add_row(str(n), f"{row['candidates']:,}", f"{row['frequent']:,}", f"{row['selected']:,}")
+    console.print(t)
+    _print_top(result.lexicon, 10)
+    s = Table(title="run", show_header=False)
+    s.add_column("key")
+    s.add_column("value", justify="right")
+    s.add_row("corpus", f"{len(corpus['files'])} file(s), {corpus['lines']:,} lines, {corpus['chars']:,} chars, "
+                        f"{corpus['tokens']:,} tokens")
+    for k, v in result.times.items():
+        s.add_row(f"time {k}", f"{v:.2f} s")
+    if corpus["chars"] and result.times.get("total"):
+        s.add_row("throughput", f"{corpus['chars'] / result.times['total'] / 1e6:.2f} M chars/s")
+    mem = result.memory
+    if mem:
+        s.add_row("peak RSS, all processes (sampled)", _mib(mem["peak_rss_total_sampled"]))
+        s.add_row("peak RSS, main process", _mib(mem["peak_rss_main"]))
+        s.add_row("peak RSS, largest worker", _mib(mem["peak_rss_worker_max"]))
+    if result.merged_raw:
+        s.add_row("raw-style duplicates folded", f"{result.merged_raw:,}")
+    console.print(s)
+
+
+def _print_top(lexicon, top: int) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"top {min(top, len(lexicon))} n-grams")
+    t.add_column("id", justify="right")
+    t.add_column("n-gram")
+    t.add_column("n", justify="right")
+    t.add_column("freq", justify="right")
+    for i, (g, f) in enumerate(zip(lexicon.ngrams[:top], lexicon.freqs[:top])):
+        t.add_row(str(i + 1), " ".join(g) if lexicon.style == "tokens" else "".join(g), str(len(g)), f"{f:,}")
+    console.print(t)
+
+
+@app.command()
+def build(
+    corpus: list[Path] = typer.Argument(None, help="Raw text files, one sentence per line (default: the recipe's corpus)."),
+    recipe: str = RECIPE,
+    overrides: list[str] = OVERRIDES,
+    output: Path = OUTPUT,
+    language: str = LANGUAGE,
+    min_freq: int = MIN_FREQ,
+    min_pmi: float = MIN_PMI,
+    min_n: int = MIN_N,
+    max_n: int = MAX_N,
+    workers: int = WORKERS,
+    vocab: Path = VOCAB,
+    style: str = STYLE,
+) -> None:
+    """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI."""
+    from zencli.lexicon.extract import build as run_build, sidecar_path
+
+    cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
+                  min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
+                  corpus=[str(p) for p in corpus] if corpus else None)
+    result = run_build(cfg, console=console)
+    _print_result(result, cfg.output)
+    console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
+
+
+@app.command()
+def count(
+    shards: list[Path] = typer.Argument(..., help="Raw text files to count (one sentence per line)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Counts file to write (e.g. shard-00.counts)."),
+    recipe: str = RECIPE,
+    overrides: list[str] = OVERRIDES,
+    language: str = LANGUAGE,
+    max_n: int = MAX_N,
+    workers: int = WORKERS,
+    vocab: Path = VOCAB,
+) -> None:
+    """Map step: count every n-gram (1..max_n) of SHARDS exactly into one counts file."""
+    from rich.table import Table
+
+    from zencli.lexicon.extract import count as run_count
+
+    cfg = _config(recipe, overrides, language=language, max_n=max_n, workers=workers, vocab=vocab)
+    run, memory = run_count(cfg, shards, output, console=console)
+    console.print(f"counts → {output}", soft_wrap=True)
+    t = Table(title="counting", show_header=False)
+    t.add_column("key")
+    t.add_column("value", justify="right")
+    t.add_row("corpus", f"{len(shards)} file(s), {run.lines:,} lines, {run.chars:,} chars, {run.tokens:,} tokens")
+    t.add_row("sections", f"{run.sections:,}")
+    t.add_row("file size", _mib(output.stat().st_size))
+    t.add_row("time", f"{run.seconds:.2f} s ({run.chars / max(run.seconds, 1e-9) / 1e6:.2f} M chars/s)")
+    t.add_row("peak RSS, all processes (sampled)", _mib(memory["peak_rss_total_sampled"]))
+    console.print(t)
+
+
+@app.command()
+def merge(
+    counts: list[Path] = typer.Argument(..., help="Counts files from `zen lexicon count`."),
+    output: Path = OUTPUT,
+    recipe: str = RECIPE,
+    overrides: list[str] = OVERRIDES,
+    language: str = LANGUAGE,
+    min_freq: int = MIN_FREQ,
+    min_pmi: float = MIN_PMI,
+    min_n: int = MIN_N,
+    max_n: int = MAX_N,
+    style: str = STYLE,
+) -> None:
+    """Reduce step: merge counts files and select the lexicon (same result as `build` on all the text)."""
+    from zencli.lexicon.extract import merge as run_merge, sidecar_path
+
+    cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
+                  min_n=min_n, max_n=max_n, style=style)
+    result = run_merge(cfg, counts, console=console)
+    _print_result(result, cfg.output)
+    console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
+
+
+@app.command()
+def show(
+    path: Path = typer.Argument(..., help="An ngram.txt (either released style)."),
+    top: int = typer.Option(20, "--top", "-n", help="How many n-grams to list."),
+) -> None:
+    """Show the most frequent n-grams and the number of n-grams per length."""
+    from collections import Counter
+
+    from rich.table import Table
+
+    from zencli.lexicon.ngram_file import Lexicon
+
+    lexicon = Lexicon.load(path)
+    _print_top(lexicon, top)
+    per = Counter(len(g) for g in lexicon.ngrams)
+    console.print(f"{path}: {len(lexicon):,} n-grams, style {lexicon.style}", soft_wrap=True)
+    t = Table(title="n-grams per length")
+    t.add_column("n", justify="right")
+    t.add_column("n-grams", justify="right")
+    t.add_column("total freq", justify="right")
+    totals = Counter()
+    for g, f in zip(lexicon.ngrams, lexicon.freqs):
+        totals[len(g)] += f
+    for n in sorted(per):
+        t.add_row(str(n), f"{per[n]:,}", f"{totals[n]:,}")
+    console.print(t)

@@ -1,0 +1,383 @@
+"""The lexicon pipeline: corpus → counts (workers) → merge (apriori) → PMI selection → ngram.txt + ngram.json.
+
+`build` is literally `count` into a temp folder followed by `merge`, so a one-pass build and a map/merge
+over shards run the same code (see counting.py for why the results are identical).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from zencli.config.schema import LexiconConfig
+from zencli.errors import ZenError
+from zencli.lexicon.counting import (
+    CountRun,
+    FrequentNgrams,
+    concat_counts_files,
+    count_corpus,
+    iter_sections,
+    merge_sections,
+)
+from zencli.lexicon.ngram_file import Lexicon, raw_form
+from zencli.lexicon.pmi import LOG_BASE, ranked, select
+
+SIDECAR_FORMAT = "zen-lexicon/1"
+
+
+# ----------------------------------------------------------------------------- tokenizer
+
+
+class TextTokenizer:
+    """Picklable `text -> tokens` for the workers: carries settings, builds the real tokenizer lazily.
+
+    With a vocab: WordPiece pieces (`Tokenizer.from_vocab`, e.g. Arabic), lower-casing and accent
+    stripping as the vocab's vocab.json says unless `lowercase` is given; without: vocabulary-free
+    `char_pieces` (each CJK/punctuation char a token, other words `a ##b ##c`; lower-cased by default).
+    """
+
+    def __init__(self, vocab: str | Path | None = None, lowercase: bool | None = None):
+        self.vocab = str(vocab) if vocab is not None else None
+        self.lowercase = lowercase
+        self._fn = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"vocab": self.vocab, "lowercase": self.lowercase}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fn = None
+
+    def _build(self):
+        if self.vocab is None:
+            from zencli.text.tokenizer import BasicTokenizer
+
+            return BasicTokenizer(lowercase=True if self.lowercase is None else self.lowercase)
+        from zencli.text.tokenizer import Tokenizer
+
+        return Tokenizer.from_vocab(self.vocab, lowercase=self.lowercase)
+
+    def __call__(self, text: str) -> list[str]:
+        if self._fn is None:
+            tok = self._build()
+            self._fn = tok.char_pieces if self.vocab is None else tok.tokens
+        return self._fn(text)
+
+    def signature(self) -> dict[str, Any]:
+        """What makes two countings comparable; stored in counts files and checked at merge."""
+        tok = self._build()
+        if self.vocab is None:
+            return {"kind": "char_pieces", "lowercase": tok.lowercase, "strip_accents": tok.strip_accents}
+        digest = hashlib.sha256(Path(self.vocab).read_bytes()).hexdigest()
+        return {"kind": "wordpiece", "vocab_sha256": digest, "lowercase": tok.lowercase,
+                "strip_accents": tok.strip_accents}
+
+
+def make_tokenizer(cfg: LexiconConfig) -> TextTokenizer:
+    if cfg.vocab is None and cfg.language == "ar":
+        raise ZenError("vocab: Arabic n-grams are counted over WordPiece pieces; expected a vocab.txt "
+                       "(e.g. runs/vocab-ar/vocab.txt from `zen vocab build --language ar`)")
+    if cfg.vocab is not None and not Path(cfg.vocab).exists():
+        raise ZenError(f"vocab: {cfg.vocab}: no such file; build it first (`zen vocab build --language "
+                       f"{cfg.language} CORPUS -o {cfg.vocab}`) or leave vocab empty to count characters")
+    return TextTokenizer(cfg.vocab, cfg.lowercase)
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+class PeakMemory:
+    """Peak resident memory of this process plus its children, sampled every `interval` seconds, and the
+    kernel's exact per-process peaks (getrusage) at the end."""
+
+    def __init__(self, interval: float = 0.05):
+        self.interval = interval
+        self.peak_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        total = me.memory_info().rss
+        for child in me.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        self.peak_total = max(self.peak_total, total)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> PeakMemory:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def report(self) -> dict[str, int]:
+        # ru_maxrss is in KiB on Linux.
+        return {
+            "peak_rss_total_sampled": self.peak_total,
+            "peak_rss_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_rss_worker_max": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        }
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+@contextmanager
+def _progress(console, kind: str):
+    """A Rich progress display ("bytes" for counting, "steps" for merging), or None when `console` is None."""
+    if console is None:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    amount = [DownloadColumn(), TransferSpeedColumn()] if kind == "bytes" else [MofNCompleteColumn()]
+    with Progress(TextColumn("[bold]{task.description:<9}"), BarColumn(), *amount, TextColumn("{task.fields[extra]}"),
+                  TimeRemainingColumn(), TimeElapsedColumn(), console=console) as progress:
+        yield progress
+
+
+def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tokenizer: TextTokenizer,
+                         signature: dict[str, Any], out_dir: Path) -> CountRun:
+    workers = resolve_workers(cfg.workers)
+    with _progress(console, "bytes") as progress:
+        task = progress.add_task("counting", total=None, extra="") if progress is not None else None
+        t0 = time.perf_counter()
+
+        def on_progress(done: int, total: int, chars: int) -> None:
+            if progress is not None:
+                rate = chars / max(time.perf_counter() - t0, 1e-9)
+                progress.update(task, completed=done, total=total, extra=f"{rate / 1e6:.2f} M chars/s")
+
+        return count_corpus(files, tokenizer, signature, out_dir=out_dir, max_n=cfg.max_n, workers=workers,
+                            chunk_chars=cfg.chunk_chars, on_progress=on_progress)
+
+
+def _merge_with_progress(console, cfg: LexiconConfig, counts_files: Sequence[Path], tmp: Path) -> FrequentNgrams:
+    sections = list(iter_sections(counts_files))
+    steps = cfg.max_n * len(sections)
+    with _progress(console, "steps") as progress:
+        task = progress.add_task("merging", total=steps, extra="") if progress is not None else None
+
+        def on_step(level: int, done: int) -> None:
+            if progress is not None:
+                progress.update(task, completed=(level - 1) * len(sections) + done, extra=f"length {level}")
+
+        freq = merge_sections(sections, max_n=cfg.max_n, min_freq=cfg.freq_threshold, tmp_dir=tmp, on_step=on_step)
+        if progress is not None:
+            progress.update(task, completed=steps, extra="done")
+    return freq
+
+
+def resolve_workers(workers: int) -> int:
+    return workers if workers > 0 else (os.cpu_count() or 1)
+
+
+@contextmanager
+def _temp_folder(cfg: LexiconConfig, near: Path):
+    parent = Path(cfg.tmp_dir) if cfg.tmp_dir is not None else near
+    parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=".zen-lexicon-", dir=parent))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class LexiconResult:
+    """A selected lexicon and everything the JSON sidecar reports about how it was made."""
+
+    lexicon: Lexicon
+    settings: dict[str, Any]
+    corpus: dict[str, Any]
+    per_length: dict[int, dict[str, int]]
+    times: dict[str, float] = field(default_factory=dict)
+    memory: dict[str, int] = field(default_factory=dict)
+    merged_raw: int = 0  # n-grams folded together because their raw (ZEN 1.0) spelling is equal
+
+    def sidecar(self) -> dict[str, Any]:
+        return {
+            "format": SIDECAR_FORMAT,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "ngrams": len(self.lexicon),
+            "settings": self.settings,
+            "corpus": self.corpus,
+            "per_length": {str(n): v for n, v in sorted(self.per_length.items())},
+            "merged_raw_duplicates": self.merged_raw,
+            "time_s": {k: round(v, 3) for k, v in self.times.items()},
+            "memory_bytes": self.memory,
+        }
+
+    def save(self, output: str | Path) -> tuple[Path, Path]:
+        """Write ngram.txt and its sidecar (same name, `.json`)."""
+        output = Path(output)
+        self.lexicon.save(output)
+        side = sidecar_path(output)
+        tmp = side.with_name(side.name + ".tmp")
+        tmp.write_text(json.dumps(self.sidecar(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(side)
+        return output, side
+
+
+def sidecar_path(ngram_path: str | Path) -> Path:
+    return Path(ngram_path).with_suffix(".json")
+
+
+def _settings(cfg: LexiconConfig, tokenizer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "language": cfg.language,
+        "min_n": cfg.min_n,
+        "max_n": cfg.max_n,
+        "min_freq": cfg.freq_threshold,
+        "min_pmi": cfg.pmi_threshold,
+        "pmi": f"min over binary splits of log{LOG_BASE}(p(w) / (p(l) p(r))), p(x) = count(x) / N_len(x)",
+        "style": cfg.style,
+        "vocab": str(cfg.vocab) if cfg.vocab is not None else None,
+        "lowercase": cfg.lowercase,
+        "tokenizer": tokenizer,
+        "workers": resolve_workers(cfg.workers),
+        "chunk_chars": cfg.chunk_chars,
+    }
+
+
+def _fold_raw(ngrams: list[tuple[str, ...]], freqs: list[int]) -> tuple[list[tuple[str, ...]], list[int], int]:
+    """Raw style: an n-gram *is* its spelling; token sequences with the same spelling (`a ##b` and `a b`)
+    are one entry, with their counts summed. Returns char tuples, as `Lexicon.load` would read them."""
+    total: dict[str, int] = {}
+    for g, f in zip(ngrams, freqs):
+        key = raw_form(g)
+        total[key] = total.get(key, 0) + f
+    items = sorted(((tuple(k), f) for k, f in total.items()), key=lambda kv: (-kv[1], kv[0]))
+    return [g for g, _ in items], [f for _, f in items], len(ngrams) - len(items)
+
+
+def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig) -> tuple[Lexicon, dict[int, dict[str, int]], int]:
+    """Apply the thresholds; the lexicon in `cfg.style`, counts per length, and raw duplicates folded."""
+    sel = select(freq, min_n=cfg.min_n, max_n=cfg.max_n, min_freq=cfg.freq_threshold, min_pmi=cfg.pmi_threshold)
+    ngrams, freqs = ranked(freq, sel)
+    if not ngrams:
+        raise ZenError(
+            f"no n-gram of length {cfg.min_n}..{cfg.max_n} reached min_freq={cfg.freq_threshold} and "
+            f"min_pmi={cfg.pmi_threshold:g} in {freq.chars:,} chars of corpus; lower min_freq/min_pmi "
+            f"(--min-freq/--min-pmi) or use a larger corpus"
+        )
+    folded = 0
+    if cfg.style == "raw":
+        ngrams, freqs, folded = _fold_raw(ngrams, freqs)
+    per_length = {
+        n: {"candidates": int(freq.candidates.get(n, 0)), "frequent": freq.size(n),
+            "selected": int(len(sel.ids.get(n, ())))}
+        for n in range(1, cfg.max_n + 1)
+    }
+    return Lexicon(ngrams, freqs, cfg.style), per_length, folded
+
+
+def _corpus_info(freq: FrequentNgrams) -> dict[str, Any]:
+    return {
+        "files": freq.sources,
+        "lines": freq.lines,
+        "chars": freq.chars,
+        "tokens": freq.total_tokens,
+        "positions": {str(n): freq.positions[n] for n in sorted(freq.positions)},
+    }
+
+
+def _finish(freq: FrequentNgrams, cfg: LexiconConfig, times: dict[str, float]) -> LexiconResult:
+    t0 = time.perf_counter()
+    lexicon, per_length, folded = select_lexicon(freq, cfg)
+    times["select"] = time.perf_counter() - t0
+    return LexiconResult(lexicon, _settings(cfg, freq.tokenizer), _corpus_info(freq), per_length,
+                         times=times, merged_raw=folded)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def build(cfg: LexiconConfig, corpus: Sequence[str | Path] | None = None, *, console=None) -> LexiconResult:
+    """One-pass extraction: count `corpus` (default cfg.corpus) with the workers, merge, select, save."""
+    files = [Path(p) for p in (corpus if corpus else cfg.corpus)]
+    if not files:
+        raise ZenError("corpus: no corpus files given; expected one or more text files (one sentence per line)")
+    tokenizer = make_tokenizer(cfg)
+    signature = tokenizer.signature()
+    t0 = time.perf_counter()
+    times: dict[str, float] = {}
+    with PeakMemory() as mem, _temp_folder(cfg, Path(cfg.output).parent) as tmp:
+        run = _count_with_progress(console, cfg, files, tokenizer, signature, tmp / "counts")
+        times["count"] = run.seconds
+        t1 = time.perf_counter()
+        freq = _merge_with_progress(console, cfg, run.parts, tmp / "merge")
+        times["merge"] = time.perf_counter() - t1
+        result = _finish(freq, cfg, times)
+    times["total"] = time.perf_counter() - t0
+    result.memory = mem.report()
+    result.save(cfg.output)
+    return result
+
+
+def count(
+    cfg: LexiconConfig, shards: Sequence[str | Path], output: str | Path, *, console=None
+) -> tuple[CountRun, dict[str, int]]:
+    """Map step: count `shards` into one counts file (exact; mergeable with `merge`)."""
+    if not shards:
+        raise ZenError("no shard files given; expected one or more text files to count")
+    output = Path(output)
+    tokenizer = make_tokenizer(cfg)
+    signature = tokenizer.signature()
+    with PeakMemory() as mem, _temp_folder(cfg, output.parent) as tmp:
+        run = _count_with_progress(console, cfg, [Path(s) for s in shards], tokenizer, signature, tmp)
+        concat_counts_files(run.parts, output)
+    return run, mem.report()
+
+
+def merge(cfg: LexiconConfig, counts_files: Sequence[str | Path], *, console=None) -> LexiconResult:
+    """Reduce step: merge counts files, select, save cfg.output — identical to `build` on the corpus."""
+    if not counts_files:
+        raise ZenError("no counts files given; expected files made by `zen lexicon count`")
+    paths = [Path(p) for p in counts_files]
+    t0 = time.perf_counter()
+    times: dict[str, float] = {}
+    with PeakMemory() as mem, _temp_folder(cfg, Path(cfg.output).parent) as tmp:
+        freq = _merge_with_progress(console, cfg, paths, tmp)
+        times["merge"] = time.perf_counter() - t0
+        result = _finish(freq, cfg, times)
+    times["total"] = time.perf_counter() - t0
+    result.memory = mem.report()
+    result.save(cfg.output)
+    return result

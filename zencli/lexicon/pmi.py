@@ -1,0 +1,103 @@
+"""Pointwise mutual information of n-grams, and lexicon selection by frequency and PMI.
+
+For an n-gram w of n >= 2 tokens,
+
+    PMI(w) = min over binary splits w = l·r of  log2( p(w) / (p(l) · p(r)) ),   p(x) = count(x) / N_|x|
+
+where N_k is the number of k-gram positions in the corpus (a line of m tokens has max(0, m-k+1)). So a
+2-gram has one split, an 8-gram seven, and an n-gram passes only if *every* way of cutting it in two
+shows the parts occur together more often than chance; a long n-gram glued from two independent halves
+fails. Normalising each length by its own N_k makes p(x) a probability over k-gram positions.
+
+**Base 2** (bits). The paper (ZEN 2.0, following Diao et al. 2019) gives thresholds 3 for Chinese and 10
+for Arabic but not the base; base 2 is the classic definition (Church & Hanks 1990). In bits, PMI >= 3
+means "at least 8× more often together than chance" and 10 means 1024×; with the natural log, 10 would
+demand 22,026×, which almost no frequent Arabic word-piece sequence reaches. 1-grams have no split: when
+min_n is 1 they are selected by frequency alone.
+
+PMI is not monotone in n-gram length, so it never prunes counting; only frequency does (counting.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zencli.lexicon.counting import FrequentNgrams
+
+LOG_BASE = 2
+
+
+def log_prob(freq: FrequentNgrams, n: int, ids: np.ndarray) -> np.ndarray:
+    """log2 p(x) for level-n n-grams `ids`: log2(count / N_n)."""
+    return np.log2(freq.counts[n][ids].astype(np.float64)) - np.log2(float(freq.positions[n]))
+
+
+def pmi(freq: FrequentNgrams, n: int, ids: np.ndarray | None = None) -> np.ndarray:
+    """float64 [len(ids)]: PMI (min over binary splits, bits) of level-n n-grams `ids` (default: all)."""
+    if n < 2:
+        raise ValueError("PMI needs n-grams of at least 2 tokens")
+    if ids is None:
+        ids = np.arange(freq.size(n))
+    ids = np.asarray(ids, dtype=np.int64)
+    first = freq.chain(n, ids, "prefix")  # first[k]: the first k tokens, as a level-k id
+    last = freq.chain(n, ids, "suffix")  # last[k]: the last k tokens
+    lw = log_prob(freq, n, ids)
+    best = np.full(len(ids), np.inf)
+    for k in range(1, n):  # w = (first k tokens) · (last n-k tokens)
+        np.minimum(best, lw - log_prob(freq, k, first[k]) - log_prob(freq, n - k, last[n - k]), out=best)
+    return best
+
+
+@dataclass
+class Selection:
+    """The selected n-grams of each length: level ids, their counts and PMI (NaN for 1-grams)."""
+
+    ids: dict[int, np.ndarray]
+    counts: dict[int, np.ndarray]
+    pmi: dict[int, np.ndarray]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.ids.values())
+
+
+def select(freq: FrequentNgrams, *, min_n: int, max_n: int, min_freq: int, min_pmi: float) -> Selection:
+    """N-grams of length min_n..max_n with count >= min_freq and PMI >= min_pmi."""
+    if min_freq < freq.min_freq:
+        raise ValueError(f"counts were pruned at {freq.min_freq}; cannot select at {min_freq}")
+    sel = Selection({}, {}, {})
+    for n in range(min_n, max_n + 1):
+        if freq.size(n) == 0:
+            sel.ids[n], sel.counts[n], sel.pmi[n] = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+            continue
+        ids = np.flatnonzero(freq.counts[n] >= min_freq)
+        if n == 1:
+            scores = np.full(len(ids), np.nan)
+        else:
+            scores = pmi(freq, n, ids)
+            keep = scores >= min_pmi
+            ids, scores = ids[keep], scores[keep]
+        sel.ids[n], sel.counts[n], sel.pmi[n] = ids, freq.counts[n][ids], scores
+    return sel
+
+
+def ranked(freq: FrequentNgrams, sel: Selection) -> tuple[list[tuple[str, ...]], list[int]]:
+    """The selected n-grams as token tuples with counts, most frequent first; ties in token order (Python
+    tuple order: a shorter n-gram before its extensions), so the order is fully deterministic."""
+    levels = [n for n in sorted(sel.ids) if len(sel.ids[n])]
+    if not levels:
+        return [], []
+    width = max(levels)
+    rows = []
+    for n in levels:
+        m = np.full((len(sel.ids[n]), width), -1, dtype=np.int32)  # -1 pads: sorts before any token
+        m[:, :n] = freq.token_ids(n, sel.ids[n])
+        rows.append(m)
+    mat = np.concatenate(rows)
+    counts = np.concatenate([sel.counts[n] for n in levels])
+    # Global token ids are ranks in sorted string order, so comparing ids compares strings.
+    order = np.lexsort([mat[:, j] for j in range(width - 1, -1, -1)] + [-counts])
+    tokens = freq.tokens
+    ngrams = [tuple(tokens[t] for t in row if t >= 0) for row in mat[order].tolist()]
+    return ngrams, counts[order].tolist()
