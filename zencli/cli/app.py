@@ -34,8 +34,9 @@ def _root(
 
 
 def _register() -> None:
-    from zencli.cli import bench, lexicon, recipe, vocab
+    from zencli.cli import bench, lexicon, quickstart, recipe, vocab
 
+    app.command("quickstart")(quickstart.quickstart)
     app.add_typer(lexicon.app, name="lexicon")
     app.add_typer(vocab.app, name="vocab")
     app.add_typer(recipe.app, name="recipe")
