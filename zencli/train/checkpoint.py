@@ -1,0 +1,212 @@
+"""Training checkpoints: atomic files, keep-last-k, RNG capture, and the run fingerprint.
+
+Layout under a run's output directory:
+
+    checkpoints/step-00001000.pt   training state after optimizer step 1000 (the last `keep_last` kept)
+    checkpoints/best.pt            model weights at the best evaluation (fine-tuning)
+
+A checkpoint is one `torch.save`d dict (loaded with `weights_only=True`, so it holds tensors and plain
+data only): format, step, fingerprint (+ the values it hashes), model, optimizers, scaler, rng (one
+entry per process), data (one position per process), eval state. Writes are atomic: the bytes go to a
+hidden temp file in the same directory, which is fsynced and then renamed over the final name with
+`os.replace` (atomic on POSIX and Windows), and the directory entry is fsynced. A crash at any moment
+leaves either the previous set of checkpoints or the new one complete — never a torn file under a
+`step-*.pt` name. Temp files left by a killed writer are removed at the next start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from zencli.errors import ZenError
+
+FORMAT = "zen-train-checkpoint/1"
+_STEP_RE = re.compile(r"^step-(\d{8,})\.pt$")
+_TMP_RE = re.compile(r"^\..+\.tmp-\d+$")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """`torch.save(obj)` to `path` so that `path` is either the old file or the complete new one."""
+    _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load a checkpoint written by `atomic_save` (tensors to CPU); ZenError if it is not one."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ZenError(f"{path}: no such checkpoint file") from None
+    except Exception as e:  # truncated, not a torch file, or holding objects weights_only refuses
+        raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ZenError(f"{path}: not a zen training checkpoint (expected format {FORMAT})")
+    return state
+
+
+# --- random number generators ------------------------------------------------------------------------
+
+def rng_state() -> dict:
+    """The state of every RNG training may draw from: python, numpy (global), torch CPU, CUDA."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    npy = state["numpy"]
+    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"],
+                         npy["has_gauss"], npy["gauss"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+# --- fingerprint -------------------------------------------------------------------------------------
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def fingerprint(values: dict[str, Any]) -> str:
+    """Short stable hash of the settings that decide a run's trajectory."""
+    text = json.dumps(_plain(values), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
+    """`lr 0.001 → 0.002, seed 1 → 2` for the keys whose values differ."""
+    saved, current = _plain(saved), _plain(current)
+    diffs = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key, "(absent)"), current.get(key, "(absent)")
+        if a != b:
+            if isinstance(a, (dict, list)) or isinstance(b, (dict, list)):
+                diffs.append(f"{key} differs")
+            else:
+                diffs.append(f"{key} {a} → {b}")
+    more = f" and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    return ", ".join(diffs[:limit]) + more
+
+
+# --- the checkpoints folder of a run -----------------------------------------------------------------
+
+class CheckpointDir:
+    """The `checkpoints/` folder of a run: numbered training checkpoints plus `best.pt`."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    @property
+    def best_path(self) -> Path:
+        return self.path / "best.pt"
+
+    def step_path(self, step: int) -> Path:
+        return self.path / f"step-{step:08d}.pt"
+
+    def steps(self) -> list[tuple[int, Path]]:
+        """(step, file) of every complete training checkpoint, oldest first."""
+        if not self.path.is_dir():
+            return []
+        found = []
+        for p in self.path.iterdir():
+            m = _STEP_RE.match(p.name)
+            if m and p.is_file():
+                found.append((int(m.group(1)), p))
+        return sorted(found)
+
+    def latest(self) -> Path | None:
+        steps = self.steps()
+        return steps[-1][1] if steps else None
+
+    def remove_stale_temp_files(self) -> list[Path]:
+        """Delete temp files of writers that died mid-write (only names this module creates)."""
+        removed = []
+        if self.path.is_dir():
+            for p in self.path.iterdir():
+                if _TMP_RE.match(p.name) and p.is_file():
+                    p.unlink(missing_ok=True)
+                    removed.append(p)
+        return removed
+
+    def save(self, state: dict, step: int, keep_last: int) -> Path:
+        """Write the checkpoint of `step` atomically, then delete all but the newest `keep_last`."""
+        path = self.step_path(step)
+        atomic_save(state, path)
+        for _, old in self.steps()[:-keep_last]:
+            old.unlink(missing_ok=True)
+        return path
+
+    def save_best(self, state: dict) -> Path:
+        atomic_save(state, self.best_path)
+        return self.best_path
+
+    def clear(self) -> None:
+        """Delete this module's files (checkpoints, best.pt, temp files); nothing else."""
+        for _, p in self.steps():
+            p.unlink(missing_ok=True)
+        self.best_path.unlink(missing_ok=True)
+        self.remove_stale_temp_files()

@@ -1,0 +1,188 @@
+"""Optimizers: AdamW with BERT's weight-decay exclusions, and a row-sparse ("lazy") AdamW for big tables.
+
+Why a second optimizer: ZEN's n-gram table has 100k–260k rows (and the char table 21k), but one batch
+touches a few hundred of them. With a dense gradient every step pays for a zero-filled [rows, H]
+gradient and a dense AdamW update reading and writing four [rows, H] tensors — 11.6% of a released-code
+training step. `mark_sparse_embeddings` switches large, untied `nn.Embedding` tables to sparse
+gradients (only the looked-up rows), and `LazyAdamW` updates only those rows.
+
+Semantics of LazyAdamW versus dense AdamW (same as TensorFlow's LazyAdam, plus decoupled decay):
+- A row's moments, weight decay and bias correction advance only in steps whose gradient holds that
+  row. Each row keeps its own step count t_r, so its bias correction is 1 - beta^t_r: a row touched for
+  the first time at step 1000 gets exactly the update a fresh AdamW would give it at its first step.
+- Dense AdamW also changes untouched rows every step: it decays them by lr × weight_decay and keeps
+  moving them with their stale momentum m / (sqrt(v) + eps), even though their gradient is zero. Lazy
+  AdamW leaves them unchanged. On rows touched in a step both agree on the first step exactly; later
+  they differ for rows that were skipped in between.
+- A dense gradient (e.g. a table tied to an output layer) counts as touching every row, which makes the
+  update identical to dense AdamW.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+_NORM_TYPES = (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm, nn.modules.batchnorm._BatchNorm)
+
+
+def no_decay(module_name: str, module: nn.Module, param_name: str) -> bool:
+    """BERT's exclusions: biases (incl. ZEN 2.0's r_r_bias/r_w_bias) and LayerNorm weights."""
+    if param_name.endswith("bias"):
+        return True
+    if isinstance(module, _NORM_TYPES):
+        return True
+    # hand-written norms named like BERT's (`...LayerNorm.weight`, `...layer_norm.weight`)
+    last = module_name.rsplit(".", 1)[-1].lower()
+    return "layernorm" in last or "layer_norm" in last
+
+
+def mark_sparse_embeddings(model: nn.Module, min_rows: int) -> list[nn.Embedding]:
+    """Switch untied `nn.Embedding` tables with >= min_rows rows to sparse gradients; return them.
+
+    A table whose weight is shared with another module (the MLM decoder tied to the char table) is left
+    dense: its gradient is dense anyway. Callers restore `.sparse` with `unmark_sparse_embeddings`.
+    """
+    names_per_param: dict[int, int] = {}
+    for _, p in model.named_parameters(remove_duplicate=False):
+        names_per_param[id(p)] = names_per_param.get(id(p), 0) + 1
+    marked = []
+    for module in model.modules():
+        if (isinstance(module, nn.Embedding) and not module.sparse and module.num_embeddings >= min_rows
+                and module.max_norm is None and names_per_param.get(id(module.weight), 0) == 1):
+            module.sparse = True
+            marked.append(module)
+    return marked
+
+
+def unmark_sparse_embeddings(modules: Iterable[nn.Embedding]) -> None:
+    for module in modules:
+        module.sparse = False
+
+
+class LazyAdamW(torch.optim.Optimizer):
+    """AdamW updating only the rows present in a (sparse) gradient of a 2-D table; see module doc."""
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dim() != 2:
+                    raise ValueError(f"LazyAdamW updates 2-D tables by row, got a {p.dim()}-D parameter")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        for state in self.state.values():  # Optimizer.load_state_dict casts state to the param's dtype
+            if "row_steps" in state:
+                state["row_steps"] = state["row_steps"].to(torch.int64)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                rows, g = touched_rows(p.grad)  # [k], [k, H]
+                if rows.numel() == 0:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["row_steps"] = torch.zeros(p.shape[0], dtype=torch.int64, device=p.device)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                t = state["row_steps"].index_select(0, rows) + 1  # [k]
+                state["row_steps"].index_copy_(0, rows, t)
+                m = state["exp_avg"].index_select(0, rows).lerp_(g, 1 - beta1)  # [k, H]
+                v = state["exp_avg_sq"].index_select(0, rows).mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                state["exp_avg"].index_copy_(0, rows, m)
+                state["exp_avg_sq"].index_copy_(0, rows, v)
+                # per-row bias correction, computed in float64 like torch's scalar version
+                t64 = t.to(torch.float64).unsqueeze(1)  # [k, 1]
+                step_size = (lr / (1 - beta1 ** t64)).to(p.dtype)
+                bias_correction2_sqrt = (1 - beta2 ** t64).sqrt().to(p.dtype)
+                denom = v.sqrt().div_(bias_correction2_sqrt).add_(eps)
+                update = torch.div(m, denom, out=denom).mul_(step_size)  # reuses denom's memory
+                w = p.index_select(0, rows)
+                w.mul_(1 - lr * wd).sub_(update)
+                p.index_copy_(0, rows, w)
+        return loss
+
+
+def touched_rows(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row indices [k], row gradients [k, H]) of a sparse COO gradient; every row of a dense one."""
+    if grad.is_sparse:
+        grad = grad.coalesce()  # duplicate rows (repeated ids, accumulation) are summed here
+        return grad.indices()[0], grad.values()
+    return torch.arange(grad.shape[0], device=grad.device), grad
+
+
+def build_optimizers(model: nn.Module, *, lr: float, betas: tuple[float, float], eps: float,
+                     weight_decay: float, sparse_tables: Iterable[nn.Embedding] = ()
+                     ) -> list[torch.optim.Optimizer]:
+    """AdamW for dense parameters (decay / no-decay groups), LazyAdamW for the sparse tables.
+
+    Every group carries `initial_lr` = lr; the loop sets `lr = initial_lr × schedule factor`.
+    """
+    sparse_ids = {id(m.weight) for m in sparse_tables}
+    decay, plain, sparse, seen = [], [], [], set()
+    for module_name, module in model.named_modules():
+        for param_name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            if id(p) in sparse_ids:
+                sparse.append(p)
+            elif no_decay(module_name, module, param_name):
+                plain.append(p)
+            else:
+                decay.append(p)
+    fused = bool(decay or plain) and all(p.is_cuda for p in decay + plain)
+    groups = [g for g in ({"params": decay, "weight_decay": weight_decay},
+                          {"params": plain, "weight_decay": 0.0}) if g["params"]]
+    optimizers: list[torch.optim.Optimizer] = []
+    if groups:
+        optimizers.append(torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused or None))
+    if sparse:
+        optimizers.append(LazyAdamW([{"params": sparse, "weight_decay": weight_decay}],
+                                    lr=lr, betas=betas, eps=eps))
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["initial_lr"] = lr
+    return optimizers
+
+
+@torch.no_grad()
+def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Global L2 norm of all gradients (dense and sparse); scale them to `max_norm` if above it.
+
+    Returns the norm before clipping (a 0-d float32 tensor; inf/nan when a gradient overflowed, in
+    which case nothing is scaled). `max_norm` 0 only measures. Sparse gradients are coalesced in place
+    first, since duplicate rows must be summed before their norm means anything.
+    """
+    grads = []
+    for p in params:
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            p.grad = p.grad.coalesce()
+            grads.append(p.grad._values())
+        else:
+            grads.append(p.grad)
+    if not grads:
+        return torch.zeros(())
+    norms = [torch.linalg.vector_norm(g.detach(), 2.0, dtype=torch.float32) for g in grads]
+    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]), 2.0)
+    if max_norm > 0:
+        coef = max_norm / (total + 1e-6)
+        if torch.isfinite(total) and coef < 1:
+            for g in grads:
+                g.mul_(coef.to(g.device, g.dtype))
+    return total

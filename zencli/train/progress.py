@@ -1,0 +1,149 @@
+"""What a training run shows and records: a Rich progress bar (or plain lines), metrics.jsonl, TensorBoard.
+
+On a terminal the live bar shows step, loss, the loss function's metrics, learning rate, tokens/s and
+ETA. When the output is not a terminal (CI logs, `> file`, nohup) there is no live bar: one plain line
+is printed per logging window instead, so logs grow by `max_steps / log_every` lines.
+
+Every logging window is also one JSON object per line in `<output_dir>/metrics.jsonl`
+(`{"kind": "train", "step": …, "loss": …, "lr": …, "tokens_per_s": …, …}`; evaluations as
+`{"kind": "eval", "step": …, <metric>: …}`) and, when the `tensorboard` package is installed, TensorBoard
+scalars under `<output_dir>/tensorboard/`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from zencli.train.checkpoint import atomic_write_text
+
+
+def format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "?"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _fmt(key: str, value: Any) -> str:
+    if key == "lr":
+        return f"lr {value:.2e}"
+    if key == "tokens_per_s":
+        return f"{value:,.0f} tok/s"
+    if isinstance(value, float):
+        return f"{key} {value:.4f}"
+    if value is None:
+        return f"{key} n/a"
+    return f"{key} {value}"
+
+
+_SHOWN_LAST = ("lr", "tokens_per_s")
+_NOT_SHOWN = ("kind", "step", "elapsed_s", "tokens", "grad_norm", "skipped_steps")
+
+
+def summary(record: dict[str, Any]) -> str:
+    """`loss 2.3012 · mlm_acc 0.4100 · lr 1.00e-04 · 1,234 tok/s` for a train record."""
+    keys = [k for k in record if k not in _NOT_SHOWN and k not in _SHOWN_LAST]
+    keys += [k for k in _SHOWN_LAST if k in record]
+    return " · ".join(_fmt(k, record[k]) for k in keys)
+
+
+class ProgressDisplay:
+    """Live bar on a terminal, one line per logging window elsewhere; `enabled=False` shows nothing."""
+
+    def __init__(self, total_steps: int, start_step: int, console: Console | None = None,
+                 enabled: bool = True):
+        self.console = console or Console(stderr=True)
+        self.total = total_steps
+        self.enabled = enabled
+        self.live = enabled and self.console.is_terminal
+        self._start_step, self._start_time = start_step, time.perf_counter()
+        self._progress: Progress | None = None
+        if self.live:
+            self._progress = Progress(
+                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"), TextColumn("ETA"), TimeRemainingColumn(),
+                console=self.console, transient=False)
+            self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
+            self._progress.start()
+
+    def advance(self, step: int) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step)
+
+    def eta_s(self, step: int) -> float:
+        done = step - self._start_step
+        if done <= 0:
+            return float("nan")
+        return (time.perf_counter() - self._start_time) / done * (self.total - step)
+
+    def log(self, step: int, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        if self._progress is not None:
+            self._progress.update(self._task, completed=step, info=summary(record))
+        else:
+            self.console.print(f"step {step}/{self.total} · {summary(record)} · "
+                               f"ETA {format_eta(self.eta_s(step))}", highlight=False, soft_wrap=True)
+
+    def message(self, text: str) -> None:
+        if self.enabled:
+            self.console.print(text, highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+
+class MetricsLog:
+    """Append-only `metrics.jsonl` (+ TensorBoard scalars when the package is installed)."""
+
+    def __init__(self, output_dir: Path, tensorboard: bool = True):
+        self.path = Path(output_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is optional
+                SummaryWriter = None
+            if SummaryWriter is not None:
+                self._tb = SummaryWriter(log_dir=str(Path(output_dir) / "tensorboard"))
+
+    @staticmethod
+    def truncate_after(output_dir: Path, step: int) -> None:
+        """Drop records after `step` (and a torn last line) — what a killed run logged past its checkpoint."""
+        path = Path(output_dir) / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # only the last line can be torn (the writer was killed mid-write)
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
+                kept.append(line)
+        atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            prefix = record.get("kind", "train")
+            for key, value in record.items():
+                if key not in ("kind", "step") and isinstance(value, (int, float)):
+                    self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
+
+    def close(self) -> None:
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()

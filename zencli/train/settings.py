@@ -1,0 +1,112 @@
+"""`TrainSettings`: every knob of the shared training loop, as a recipe section.
+
+Pretraining and fine-tuning recipes embed this dataclass (e.g. as their `train:` section); the recipe
+loader calls `validate()`, whose errors name the key. This module imports nothing heavy (no torch), so
+the recipe schema can import it without slowing down `zen --help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from zencli.errors import ZenError
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+
+# Settings that decide the training trajectory: a checkpoint can only be resumed by a run whose values
+# agree on all of them (plus the resolved precision, the parameter shapes and the caller's extras).
+# Logging, saving and evaluation cadence are left out: changing them does not change the losses.
+FINGERPRINT_KEYS = (
+    "lr", "warmup_steps", "max_steps", "batch_size", "grad_accum", "clip_norm", "weight_decay",
+    "adam_beta1", "adam_beta2", "adam_eps", "seed", "sparse_embeddings", "sparse_min_rows",
+)
+
+
+@dataclass
+class TrainSettings:
+    """Optimisation, precision, checkpointing and logging of one training run.
+
+    `batch_size` is the GLOBAL batch: sequences per optimizer step, summed over gradient accumulation
+    and processes. Each process feeds micro-batches of batch_size / (processes × grad_accum).
+    """
+
+    # optimisation (ZEN paper: AdamW, peak 1e-4, 36k warm-up steps, linear decay)
+    lr: float = 1e-4
+    warmup_steps: int = 0
+    max_steps: int = 1000
+    batch_size: int = 32
+    grad_accum: int = 1
+    clip_norm: float = 1.0  # 0: no clipping (the norm is still logged)
+    weight_decay: float = 0.01  # not applied to biases and LayerNorm weights
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6
+    # embedding tables with >= sparse_min_rows rows get row-sparse gradients and a lazy AdamW update
+    sparse_embeddings: bool = True
+    sparse_min_rows: int = 1000
+    # numerics and placement
+    precision: Precision = "auto"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 42
+    num_threads: int = 0  # CPU threads per process; 0: torch's default
+    find_unused_parameters: bool = False  # DDP: set when some parameters get no gradient in a step
+    # output, checkpoints, resume
+    output_dir: Path = Path("runs/train")
+    save_every: int = 1000  # 0: only at the end
+    keep_last: int = 3
+    resume: str = "auto"  # auto: continue from output_dir if it has checkpoints | never | a checkpoint (*.pt)
+    overwrite: bool = False  # delete this run's files in output_dir instead of refusing
+    # logging
+    log_every: int = 10
+    tensorboard: bool = True  # write TensorBoard events when the tensorboard package is installed
+    # evaluation, best checkpoint, early stopping (needs an eval_fn)
+    eval_every: int = 0  # 0: only at the end
+    best_metric: str | None = None  # e.g. "f1": keep checkpoints/best.pt by this eval metric
+    best_mode: Literal["max", "min"] = "max"
+    patience: int = 0  # stop after this many evaluations without improvement; 0: never
+
+    def validate(self) -> None:
+        """Raise ZenError naming the first bad key."""
+        def need(ok: bool, key: str, expected: str) -> None:
+            if not ok:
+                raise ZenError(f"{key}: expected {expected}, got {getattr(self, key)!r}")
+
+        need(self.lr > 0, "lr", "a learning rate > 0")
+        need(self.warmup_steps >= 0, "warmup_steps", "an integer >= 0")
+        need(self.max_steps >= 1, "max_steps", "an integer >= 1")
+        need(self.warmup_steps <= self.max_steps, "warmup_steps", f"<= max_steps ({self.max_steps})")
+        need(self.batch_size >= 1, "batch_size", "an integer >= 1")
+        need(self.grad_accum >= 1, "grad_accum", "an integer >= 1")
+        need(self.batch_size % self.grad_accum == 0, "batch_size",
+             f"a multiple of grad_accum ({self.grad_accum})")
+        need(self.clip_norm >= 0, "clip_norm", "a number >= 0 (0 disables clipping)")
+        need(self.weight_decay >= 0, "weight_decay", "a number >= 0")
+        need(0 <= self.adam_beta1 < 1, "adam_beta1", "a number in [0, 1)")
+        need(0 <= self.adam_beta2 < 1, "adam_beta2", "a number in [0, 1)")
+        need(self.adam_eps > 0, "adam_eps", "a number > 0")
+        need(self.sparse_min_rows >= 1, "sparse_min_rows", "an integer >= 1")
+        need(self.num_threads >= 0, "num_threads", "an integer >= 0 (0: torch's default)")
+        need(self.save_every >= 0, "save_every", "an integer >= 0 (0: only at the end)")
+        need(self.keep_last >= 1, "keep_last", "an integer >= 1")
+        need(self.log_every >= 1, "log_every", "an integer >= 1")
+        need(self.eval_every >= 0, "eval_every", "an integer >= 0 (0: only at the end)")
+        need(self.patience >= 0, "patience", "an integer >= 0 (0: no early stopping)")
+        need(self.patience == 0 or self.best_metric is not None, "patience",
+             "0 unless best_metric is set (early stopping watches that metric)")
+        need(self.best_metric is None or self.best_metric.strip() != "", "best_metric",
+             "a metric name or null")
+        need(self.resume in ("auto", "never") or self.resume.endswith(".pt"), "resume",
+             "auto, never, or a checkpoint file (*.pt)")
+
+    def micro_batch_size(self, world_size: int) -> int:
+        """Sequences per forward pass in each of `world_size` processes."""
+        per_step = world_size * self.grad_accum
+        if self.batch_size % per_step:
+            raise ZenError(f"batch_size: expected a multiple of processes × grad_accum "
+                           f"({world_size} × {self.grad_accum} = {per_step}), got {self.batch_size}")
+        return self.batch_size // per_step
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in FINGERPRINT_KEYS}
