@@ -1,0 +1,349 @@
+"""Examples → feature records: the token ids and n-gram slots of `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`.
+
+A feature record is a dict of 1-D numpy arrays for one sequence of n tokens with m n-gram slots:
+
+    input_ids [n] int32, token_type_ids [n] int8          (0 for `[CLS] A [SEP]`, 1 for `B [SEP]`)
+    ngram_ids [m] int32                                   (line of ngram.txt; 0 is never a slot here)
+    ngram_starts [m] int32                                (token index, counting [CLS] as 0)
+    ngram_lengths [m] int32, ngram_freqs [m] int64, ngram_token_type_ids [m] int8
+
+Attention masks are not stored: they follow from the lengths, and `collate` builds them when it pads.
+The records of one `featurize_batch` call are views into shared arrays: copy one before writing to it.
+Task code adds its label keys (`labels`, `start_positions`, …) to the same dict; `collate` passes them on.
+
+N-grams never cover [CLS] or [SEP] and never cross from A into B: the whole sequence is matched in one
+batched call (`NgramMatcher.match_batch`) and matches touching a special position are dropped. An
+n-gram's type is 0 if it starts before len(A) + 2, else 1 (the released rule; with the filter above it
+is simply the segment the n-gram lies in).
+
+Which matches become slots (`rules`):
+- "released": what released checkpoints were trained with (`select_released`): lengths 2..7, at most
+  ceil(n / max_seq_len · max_ngram_in_seq) per sequence, ZEN 2.0 keeps the smallest ids in id order;
+  `released_version="zen1"` keeps a random subset in random order (ZEN 1.0 shuffles; its draws cannot
+  be replayed, so a seeded generator stands in). `max_ngrams`, if set, caps the slots further.
+- "zen": every match of `min_len..max_len` tokens. If `max_ngrams` is set and a sequence has more
+  matches, the longest are kept, then the most frequent, then the earliest, then the smallest id: a
+  long n-gram is the information the character encoder cannot assemble from the n-grams inside it, and
+  frequency orders the rest by how well their embeddings are trained. Kept slots are ordered by
+  (start, length), so under ZEN 2.0's relative attention in the n-gram tower slot distance follows text
+  distance instead of arbitrary id distance.
+
+Long inputs must be cut into windows first (`zencli.data.windows`); a sequence longer than
+`max_seq_len` is a bug in the caller and raises ValueError instead of being truncated.
+
+Char-level tasks (CWS, POS, NER) need one token per input character so labels stay aligned:
+`char_token_ids` maps each char to its own id. Sentence-level tasks use the WordPiece `Tokenizer`;
+`encode_with_offsets` keeps each token's character span for prediction output.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from zencli.lexicon.matcher import (
+    RELEASED_MAX_LEN,
+    RELEASED_MIN_LEN,
+    RELEASED_VERSIONS,
+    Matches,
+    NgramMatcher,
+    released_cap,
+    select_released,
+)
+from zencli.lexicon.ngram_file import Lexicon
+from zencli.text.tokenizer import CONTINUATION, Tokenizer
+from zencli.text.vocab import UNK, Vocab
+
+Rules = Literal["zen", "released"]
+RULES: tuple[str, ...] = ("zen", "released")
+Record = dict[str, np.ndarray]
+TokenIds = Sequence[int] | np.ndarray
+
+TOKEN_KEYS = ("input_ids", "token_type_ids")
+SLOT_KEYS = ("ngram_ids", "ngram_starts", "ngram_lengths", "ngram_freqs", "ngram_token_type_ids")
+RECORD_KEYS = TOKEN_KEYS + SLOT_KEYS
+
+
+class NgramFeaturizer:
+    """Token ids of one or two segments → feature records, many examples per call.
+
+    `lexicon` is an `ngram.txt` Lexicon (its tokens are looked up in `vocab`) or a ready NgramMatcher
+    whose ids follow that file. `max_seq_len` bounds the full sequence (specials included) and sets the
+    released proportional cap; `max_ngram_in_seq` is the released cap's numerator (128 in the released
+    code); `max_ngrams` is a hard cap on slots per sequence (None: no cap beyond the rules').
+    """
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        lexicon: Lexicon | NgramMatcher,
+        *,
+        rules: Rules = "zen",
+        max_ngrams: int | None = None,
+        max_seq_len: int = 512,
+        max_ngram_in_seq: int = 128,
+        min_len: int = 2,
+        max_len: int = 8,
+        released_version: str = "zen2",
+        seed: int = 0,
+    ):
+        if rules not in RULES:
+            raise ValueError(f"rules must be one of {', '.join(RULES)}, got {rules!r}")
+        if released_version not in RELEASED_VERSIONS:
+            raise ValueError(
+                f"released_version must be one of {', '.join(RELEASED_VERSIONS)}, got {released_version!r}"
+            )
+        if max_seq_len < 2:
+            raise ValueError(f"max_seq_len must be >= 2 ([CLS] and [SEP]), got {max_seq_len}")
+        if max_ngrams is not None and max_ngrams < 0:
+            raise ValueError(f"max_ngrams must be >= 0 or None, got {max_ngrams}")
+        if rules == "released":
+            min_len, max_len = RELEASED_MIN_LEN, RELEASED_MAX_LEN
+        if not 1 <= min_len <= max_len:
+            raise ValueError(f"expected 1 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
+        if isinstance(lexicon, NgramMatcher):
+            matcher = lexicon
+            if matcher.min_len > min_len or matcher.max_len < max_len:
+                raise ValueError(
+                    f"the matcher finds n-grams of {matcher.min_len}..{matcher.max_len} tokens; "
+                    f"rules {rules!r} need {min_len}..{max_len}"
+                )
+        else:
+            matcher = NgramMatcher.from_lexicon(lexicon, vocab.get, min_len, max_len)
+        self.vocab = vocab
+        self.matcher = matcher
+        self.rules = rules
+        self.released_version = released_version
+        self.max_ngrams = max_ngrams
+        self.max_seq_len = max_seq_len
+        self.max_ngram_in_seq = max_ngram_in_seq
+        self.min_len, self.max_len = min_len, max_len
+        self.cls_id, self.sep_id = vocab.cls_id, vocab.sep_id
+        self._rng = np.random.default_rng(seed)  # ZEN 1.0 draws: one generator per featurizer
+
+    @classmethod
+    def from_files(cls, vocab_path: str | Path, ngram_path: str | Path, **kwargs: object) -> NgramFeaturizer:
+        return cls(Vocab.load(vocab_path), Lexicon.load(ngram_path), **kwargs)  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------ public API
+
+    def featurize(self, a: TokenIds, b: TokenIds | None = None, *, blocked: np.ndarray | None = None) -> Record:
+        """One example; see `featurize_batch`."""
+        return self.featurize_batch([a], None if b is None else [b],
+                                    blocked=None if blocked is None else [blocked])[0]
+
+    def featurize_batch(
+        self,
+        a: Sequence[TokenIds],
+        b: Sequence[TokenIds | None] | None = None,
+        *,
+        blocked: Sequence[np.ndarray | None] | None = None,
+    ) -> list[Record]:
+        """Records for examples (a[i], b[i]); b[i] None (or b None) means a single segment.
+
+        `a`, `b` hold token ids without specials. `blocked[i]`, a bool array over the full sequence
+        (n tokens, [CLS] at 0), marks positions no n-gram may cover, e.g. the masked positions of a
+        pretraining example (an n-gram covering a masked char would reveal it); such n-grams are dropped
+        before the slot cap, so they never take a slot.
+        """
+        n_ex = len(a)
+        if b is not None and len(b) != n_ex:
+            raise ValueError(f"{n_ex} first segments but {len(b)} second segments")
+        if n_ex == 0:
+            return []
+        len_a = np.fromiter(map(len, a), np.int64, n_ex)
+        has_b = np.zeros(n_ex, bool) if b is None else np.fromiter((x is not None for x in b), bool, n_ex)
+        len_b = np.zeros(n_ex, np.int64) if b is None else np.fromiter(
+            (0 if x is None else len(x) for x in b), np.int64, n_ex)
+        n_tok = len_a + 2 + np.where(has_b, len_b + 1, 0)  # [B]
+        too_long = np.flatnonzero(n_tok > self.max_seq_len)
+        if len(too_long):
+            i = int(too_long[0])
+            raise ValueError(
+                f"example {i} has {int(n_tok[i])} tokens with [CLS]/[SEP], more than max_seq_len="
+                f"{self.max_seq_len}; cut long inputs into windows first (zencli.data.windows)"
+            )
+        flat = self._concatenate(a, b, has_b)  # [N] all tokens of the batch
+        offsets = np.zeros(n_ex + 1, np.int64)
+        np.cumsum(n_tok, out=offsets[1:])
+        # Position of every token inside its own sequence, and that sequence's first [SEP].
+        pos = np.arange(len(flat)) - np.repeat(offsets[:-1], n_tok)
+        types = (pos >= np.repeat(len_a + 2, n_tok)).astype(np.int8)
+
+        width = int(n_tok.max())
+        grid = np.zeros((n_ex, width), np.int64)  # [B, W] padded ids for the matcher
+        grid[np.arange(width)[None, :] < n_tok[:, None]] = flat
+        matches = self.matcher.match_batch(grid, n_tok)
+        matches = self._select(matches, len_a, n_tok, offsets, blocked)
+
+        slot_bounds = np.searchsorted(matches.seq, np.arange(n_ex + 1)).tolist()
+        seg_a_end = (len_a + 2).take(matches.seq)
+        slot_cols = {
+            "ngram_ids": matches.ngram_id.astype(np.int32),
+            "ngram_starts": matches.start.astype(np.int32),
+            "ngram_lengths": matches.length.astype(np.int32),
+            "ngram_freqs": matches.freq.astype(np.int64),
+            "ngram_token_type_ids": (matches.start >= seg_a_end).astype(np.int8),
+        }
+        ids32 = flat.astype(np.int32)
+        tok_bounds = offsets.tolist()
+        records: list[Record] = []
+        for i in range(n_ex):
+            t0, t1, s0, s1 = tok_bounds[i], tok_bounds[i + 1], slot_bounds[i], slot_bounds[i + 1]
+            rec = {"input_ids": ids32[t0:t1], "token_type_ids": types[t0:t1]}
+            for key, col in slot_cols.items():
+                rec[key] = col[s0:s1]
+            records.append(rec)
+        return records
+
+    # ------------------------------------------------------------------ internals
+
+    def _concatenate(self, a: Sequence[TokenIds], b: Sequence[TokenIds | None] | None, has_b: np.ndarray) -> np.ndarray:
+        """All sequences of the batch, specials included, as one int64 array."""
+        cls, sep = np.array([self.cls_id], np.int64), np.array([self.sep_id], np.int64)
+        pieces: list[TokenIds] = []
+        if b is None or not has_b.any():
+            for x in a:
+                pieces += (cls, x, sep)
+        else:
+            for x, y in zip(a, b):
+                pieces += (cls, x, sep) if y is None else (cls, x, sep, y, sep)
+        flat = np.concatenate([np.asarray(p, dtype=np.int64) if not isinstance(p, np.ndarray) else p for p in pieces])
+        flat = flat.astype(np.int64, copy=False)
+        if len(flat) and flat.min() < 0:
+            raise ValueError(f"token ids must be >= 0, got {int(flat.min())}")
+        return flat
+
+    def _select(
+        self,
+        m: Matches,
+        len_a: np.ndarray,
+        n_tok: np.ndarray,
+        offsets: np.ndarray,
+        blocked: Sequence[np.ndarray | None] | None,
+    ) -> Matches:
+        """Drop matches touching specials / crossing A|B / covering blocked positions, then apply the rules."""
+        seq, start = m.seq, m.start
+        end = start + m.length
+        sep_a = (len_a + 1).take(seq)  # index of the first [SEP]
+        keep = (start >= 1) & (end <= n_tok.take(seq) - 1) & ((end <= sep_a) | (start > sep_a))
+        if blocked is not None:
+            keep &= ~self._covers_blocked(m, n_tok, offsets, blocked)
+        if self.rules == "zen":
+            keep &= (m.length >= self.min_len) & (m.length <= self.max_len)
+        m = m.take(np.flatnonzero(keep))
+
+        if self.rules == "released":
+            m = select_released(m, self.released_version, self.max_seq_len, self.max_ngram_in_seq, self._rng)
+            if self.max_ngrams is not None:
+                m = m.take(np.flatnonzero(_rank_in_group(m.seq, m.n_seqs) < self.max_ngrams))
+            return m
+        if self.max_ngrams is not None:
+            # Priority: longest, most frequent, earliest, smallest id (lexsort: last key is primary).
+            order = np.lexsort((m.ngram_id, m.start, -m.freq, -m.length, m.seq))
+            m = m.take(order)
+            m = m.take(np.flatnonzero(_rank_in_group(m.seq, m.n_seqs) < self.max_ngrams))
+        # Slot order (seq, start, length) via one int64 key: no two matches share all three.
+        width = int(n_tok.max()) + 1
+        return m.take(np.argsort((m.seq * width + m.start) * (self.max_len + 1) + m.length))
+
+    @staticmethod
+    def _covers_blocked(
+        m: Matches, n_tok: np.ndarray, offsets: np.ndarray, blocked: Sequence[np.ndarray | None]
+    ) -> np.ndarray:
+        """[K] True where match k covers a blocked position (prefix sums over the flat batch)."""
+        if len(blocked) != len(n_tok):
+            raise ValueError(f"{len(n_tok)} examples but {len(blocked)} blocked masks")
+        parts = []
+        for i, (x, n) in enumerate(zip(blocked, n_tok.tolist())):
+            if x is None:
+                parts.append(np.zeros(n, bool))
+                continue
+            x = np.asarray(x, dtype=bool)
+            if x.shape != (n,):
+                raise ValueError(
+                    f"blocked mask {i} has shape {x.shape}; expected ({n},), one flag per token incl. specials"
+                )
+            parts.append(x)
+        csum = np.zeros(int(offsets[-1]) + 1, np.int64)
+        np.cumsum(np.concatenate(parts), out=csum[1:])
+        s = offsets.take(m.seq) + m.start
+        return csum.take(s + m.length) - csum.take(s) > 0
+
+
+def _rank_in_group(seq: np.ndarray, n_groups: int) -> np.ndarray:
+    """Index of each row within its run of equal (sorted) `seq` values."""
+    return np.arange(len(seq)) - np.searchsorted(seq, np.arange(n_groups + 1)).take(seq)
+
+
+def released_slot_cap(n_tokens: int, max_seq_len: int, max_ngram_in_seq: int = 128) -> int:
+    """Slots the released rules allow a sequence of n_tokens (specials included)."""
+    return int(released_cap(np.array([n_tokens]), max_seq_len, max_ngram_in_seq)[0])
+
+
+# ----------------------------------------------------------------------------------------------------
+# Token ids for tasks
+
+
+class CharIds:
+    """One vocabulary id per input character, for char-level tagging (labels stay aligned).
+
+    A char maps to its normalised form (lower-cased when the tokenizer lower-cases, accents stripped
+    when it strips them) if that is in the vocabulary, else to `##` + that form, else the same for the
+    char as written, else [UNK]. Never merges or drops a char, unlike the Tokenizer (which drops
+    control characters and splits on white space).
+    """
+
+    def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None):
+        self.vocab = vocab
+        self.lowercase = lowercase
+        self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.unk_id = vocab.special_id(UNK)
+        self._cache: dict[str, int] = {}
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Tokenizer) -> CharIds:
+        return cls(tokenizer.vocab, tokenizer.lowercase, tokenizer.strip_accents)
+
+    def __call__(self, chars: Sequence[str]) -> np.ndarray:
+        cache, lookup = self._cache, self._lookup
+        out = np.empty(len(chars), np.int32)
+        for k, c in enumerate(chars):
+            i = cache.get(c)
+            if i is None:
+                if len(cache) >= 1 << 16:
+                    cache.clear()
+                i = cache[c] = lookup(c)
+            out[k] = i
+        return out
+
+    def _lookup(self, c: str) -> int:
+        ids = self.vocab.token_ids
+        norm = c.lower() if self.lowercase else c
+        if self.strip_accents:
+            norm = "".join(d for d in unicodedata.normalize("NFD", norm) if unicodedata.category(d) != "Mn")
+        for form in (norm, c) if norm and norm != c else (c,):
+            for piece in (form, CONTINUATION + form):
+                i = ids.get(piece)
+                if i is not None:
+                    return i
+        return self.unk_id
+
+
+def char_token_ids(
+    chars: Sequence[str], vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None
+) -> np.ndarray:
+    """Ids [len(chars)] int32, one per char (see `CharIds`; build one CharIds to reuse its cache)."""
+    return CharIds(vocab, lowercase, strip_accents)(chars)
+
+
+def encode_with_offsets(tokenizer: Tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """WordPiece ids [n] int32 and their `[start, end)` spans in `text` [n, 2] int32."""
+    toks = tokenizer.tokenize(text)
+    ids = np.fromiter((t.id for t in toks), np.int32, len(toks))
+    spans = np.fromiter((x for t in toks for x in (t.start, t.end)), np.int32, 2 * len(toks)).reshape(-1, 2)
+    return ids, spans
