@@ -9,7 +9,8 @@ import torch
 from torch.func import functional_call
 
 from zencli.errors import ZenError
-from zencli.model.crf import CRF, allowed_transitions, detect_scheme, parse_label
+from zencli.model.crf import CRF, allowed_transitions
+from zencli.text.labels import detect_scheme, is_well_formed, parse_label
 
 BIO = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 IOBES = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
@@ -200,11 +201,12 @@ def test_scheme_detection(labels, scheme):
 
 @pytest.mark.parametrize("labels", [BIO, IOBES, BMESO, CWS, POS])
 def test_constraint_masks_match_chunk_definition(labels):
-    """Exhaustively: a path is allowed by the masks iff the chunk parser accepts it."""
+    """Exhaustively: a path is allowed by the masks iff the chunk parser (and zencli.text.labels) accepts it."""
     c = allowed_transitions(labels)
     for n in range(1, 5):
         for path in itertools.product(range(len(labels)), repeat=n):
-            assert c.allows(path) == well_formed([labels[i] for i in path], c.scheme), [labels[i] for i in path]
+            seq = [labels[i] for i in path]
+            assert c.allows(path) == well_formed(seq, c.scheme) == is_well_formed(seq, c.scheme), seq
 
 
 def test_specific_forbidden_moves():
@@ -224,8 +226,8 @@ def test_specific_forbidden_moves():
 
 
 def test_label_errors():
-    with pytest.raises(ZenError, match="both I- and M-"):
-        detect_scheme(["B-X", "I-X", "M-X"])
+    with pytest.raises(ZenError, match="mix I- and M-"):
+        allowed_transitions(["B-X", "I-X", "M-X"])
     with pytest.raises(ZenError, match="'X-PER'"):
         allowed_transitions(["O", "X-PER"])
     with pytest.raises(ZenError, match="not a BIO tag"):
@@ -235,7 +237,6 @@ def test_label_errors():
     with pytest.raises(ZenError, match="duplicate"):
         allowed_transitions(["O", "O"])
     assert allowed_transitions(IOBES, scheme="bioes").scheme == "IOBES"
-    assert parse_label("B_PER") == ("B", "PER") and parse_label("S-NR-x") == ("S", "NR-x")
 
 
 @pytest.mark.parametrize("labels", [BIO, BMESO, CWS, POS])

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from zencli.model.crf import allowed_transitions, parse_label
+from zencli.model.crf import allowed_transitions
 from zencli.model.heads import (
     CandidateRankingHead,
     SentencePairClassificationHead,
@@ -242,4 +242,3 @@ def test_released_head_names():
     assert set(dict(TokenClassificationHead(H, 3).named_parameters())) == {"classifier.weight", "classifier.bias"}
     assert set(dict(SpanExtractionHead(H).named_parameters())) == {"qa_outputs.weight", "qa_outputs.bias"}
     assert dict(CandidateRankingHead(H).named_parameters())["classifier.weight"].shape == (2, H)
-    assert parse_label("O") == ("O", None)

@@ -12,8 +12,7 @@ from seqeval.metrics import classification_report
 from seqeval.scheme import IOBES
 
 from zencli.metrics import score_cws, score_ner, score_pos, split_words
-from zencli.metrics.ner import extract_entities
-from zencli.metrics.pos import decode_words, parse_pos_label
+from zencli.text.labels import spans_from_labels, word_spans
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +67,7 @@ def test_pos_labels_decode_to_the_cws_words():
     assert len(pos) == len(gold_words)
     for sent, words in zip(pos, gold_words):
         text = "".join(ch for ch, _ in sent)
-        spans = decode_words([parse_pos_label(label) for _, label in sent])
+        spans = word_spans([label for _, label in sent])
         assert [text[s:e] for s, e, _ in spans] == words
     r = score_pos([[lab for _, lab in s] for s in pos], [[lab for _, lab in s] for s in pos])
     assert (r.joint.f1, r.tag_accuracy, r.label_accuracy) == (1.0, 1.0, 1.0)
@@ -80,8 +79,8 @@ def test_ner_bmes_and_bio_files_hold_the_same_entities_and_match_seqeval(dev_sta
     bio = [[lab for _, lab in s] for s in _blocks(PD98 / "ner-bio" / "dev.tsv")]
     counts: Counter[str] = Counter()
     for a, b in zip(bmes, bio, strict=True):
-        spans = extract_entities(a, "BMES")
-        assert spans == extract_entities(b, "IOB2")
+        spans = spans_from_labels(a, "BMES")
+        assert spans == spans_from_labels(b, "IOB2")
         counts.update(t for _, _, t in spans)
     assert dict(counts) == dev_stats["entities"]
     # A noisy prediction (3% of labels replaced at random, so many ill-formed chunks): exact agreement

@@ -9,31 +9,8 @@ from seqeval.metrics import f1_score as seqeval_f1
 from seqeval.scheme import IOB2, IOBES, Entities
 
 from zencli.errors import ZenError
-from zencli.metrics.ner import detect_scheme, extract_entities, score_ner
-
-
-# --- span extraction -------------------------------------------------------------------------------
-
-
-def test_iob2_extraction():
-    labels = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "I-PER", "I-ORG", "O"]
-    # I-PER after I-LOC and I-ORG after it start nothing in strict IOB2.
-    assert extract_entities(labels, "IOB2") == [(0, 2, "PER"), (3, 4, "LOC"), (4, 6, "LOC")]
-
-
-def test_iobes_extraction_is_strict():
-    assert extract_entities(["B-PER", "I-PER", "E-PER", "S-LOC"], "IOBES") == [(0, 3, "PER"), (3, 4, "LOC")]
-    assert extract_entities(["B-PER", "I-PER", "O"], "IOBES") == []  # never closed
-    assert extract_entities(["B-PER", "I-PER"], "IOBES") == []  # sentence ends inside
-    assert extract_entities(["O", "E-PER"], "IOBES") == []  # E without B
-    assert extract_entities(["B-PER", "E-LOC"], "IOBES") == []  # type changes
-    assert extract_entities(["B-PER", "B-PER", "E-PER"], "IOBES") == [(1, 3, "PER")]
-    assert extract_entities(["B-PER", "I-PER", "S-LOC"], "IOBES") == [(2, 3, "LOC")]
-
-
-def test_bmes_extraction():
-    assert extract_entities(["B-PER", "M-PER", "E-PER", "O", "S-LOC"], "BMES") == [(0, 3, "PER"), (4, 5, "LOC")]
-    assert extract_entities(["O", "M-PER", "E-PER"], "BMES") == []
+from zencli.metrics.ner import detect_scheme, score_ner
+from zencli.text.labels import spans_from_labels
 
 
 # --- scores ----------------------------------------------------------------------------------------
@@ -110,7 +87,7 @@ def test_detect_scheme():
 
 
 def test_scheme_conflicts_are_errors():
-    with pytest.raises(ZenError, match="mixes I- and M-"):
+    with pytest.raises(ZenError, match="gold: labels mix I- and M-"):
         detect_scheme([["B-A", "I-A", "M-A", "E-A"]])
     with pytest.raises(ZenError, match="S- labels"):
         score_ner([["B-A", "I-A"]], [["S-A", "O"]])
@@ -164,7 +141,7 @@ def _check_against_seqeval(gold, pred, scheme, seqeval_scheme):
     for seqs, conv in ((gold, g_conv), (pred, p_conv)):
         theirs = Entities(conv, seqeval_scheme).entities
         for i, s in enumerate(seqs):
-            assert {(e.start, e.end, e.tag) for e in theirs[i]} == set(extract_entities(s, scheme))
+            assert {(e.start, e.end, e.tag) for e in theirs[i]} == set(spans_from_labels(s, scheme))
     # Same P/R/F overall and per type.
     r = score_ner(gold, pred, scheme=scheme)
     with warnings.catch_warnings():

@@ -3,37 +3,12 @@ import json
 import pytest
 
 from zencli.errors import ZenError
-from zencli.metrics.pos import (
-    decode_words,
-    parse_pos_label,
-    score_pos,
-    score_pos_words,
-    words_to_char_labels,
-)
-
-
-def _decode(labels):
-    return decode_words([parse_pos_label(x) for x in labels])
+from zencli.metrics.pos import score_pos, score_pos_words, words_to_char_labels
 
 
 def test_words_to_char_labels():
     labels = words_to_char_labels([("我", "r"), ("北京市", "ns"), ("好", "a")])
     assert labels == ["S-r", "B-ns", "M-ns", "E-ns", "S-a"]
-
-
-def test_decoding_well_formed():
-    assert _decode(["S-r", "B-ns", "M-ns", "E-ns", "S-a"]) == [(0, 1, "r"), (1, 4, "ns"), (4, 5, "a")]
-    assert _decode([]) == []
-
-
-def test_decoding_rule_on_ill_formed_sequences():
-    assert _decode(["M-n", "E-n"]) == [(0, 2, "n")]  # no B: still one word
-    assert _decode(["S-v", "M-n"]) == [(0, 1, "v"), (1, 2, "n")]  # S ends a word
-    assert _decode(["B-n", "E-v"]) == [(0, 1, "n"), (1, 2, "v")]  # tag change cuts
-    assert _decode(["B-n", "B-n"]) == [(0, 1, "n"), (1, 2, "n")]  # B starts a word
-    assert _decode(["E-n", "M-n"]) == [(0, 1, "n"), (1, 2, "n")]  # E ends a word
-    assert _decode(["B-n", "M-n"]) == [(0, 2, "n")]  # unterminated: ends with the sentence
-    assert _decode(["B-n", "I-n", "E-n"]) == [(0, 3, "n")]  # I- read as M-
 
 
 def test_hand_computed_joint_segmentation_and_tag_scores():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from zencli.data.readers import read_task_file
-from zencli.data.readers.schemes import split_label
+from zencli.text.labels import parse_label
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ def test_pd98_cws_pos_raw_dev(pd98_dev):
     # One word per B-/S- label, so those counts are the per-tag word counts.
     tags = Counter()
     for label, n in pinfo.label_counts.items():
-        prefix, tag = split_label(label)
+        prefix, tag = parse_label(label)
         if prefix in "BS":
             tags[tag] += n
     assert tags == pd98_dev["pos_tags"]

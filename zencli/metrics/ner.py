@@ -1,7 +1,8 @@
 """Named-entity scores: exact (start, end, type) chunks, micro P/R/F1 overall and per type.
 
 Three tagging schemes are read: IOB2 (`B- I- O`), IOBES (`B- I- E- S- O`) and BMES (`B- M- E- S- O`,
-where `M-` is IOBES's `I-`). Chunks are extracted strictly, the way seqeval's strict mode does:
+where `M-` is IOBES's `I-`). Chunks are extracted strictly by `zencli.text.labels.spans_from_labels`,
+the way seqeval's strict mode does:
 
 - IOB2: a chunk is `B-X` followed by the longest run of `I-X`. An `I-X` that does not continue a
   chunk of type X starts nothing.
@@ -17,54 +18,57 @@ Gold and prediction are read in one scheme, decided from the gold labels (see `d
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from zencli.errors import ZenError
 from zencli.metrics.result import PRF, PRF_COLUMNS, Table, prf_row
+from zencli.text.labels import (
+    SCHEME_PREFIXES,
+    Span,
+    parse_entity_label,
+    scheme_name,
+    scheme_of_prefixes,
+    spans_from_labels,
+)
+from zencli.text.labels import Scheme as Canonical
 
+# Reported under the names seqeval and the published scores use (IOB2 for BIO).
 Scheme = Literal["IOB2", "IOBES", "BMES"]
-SCHEMES: dict[str, frozenset[str]] = {
-    "IOB2": frozenset("BIO"),
-    "IOBES": frozenset("BIESO"),
-    "BMES": frozenset("BMESO"),
-}
-
-Span = tuple[int, int, str]  # [start, end) and entity type
+_REPORTED: dict[Canonical, Scheme] = {"BIO": "IOB2", "IOBES": "IOBES", "BMES": "BMES"}
+SCHEMES: tuple[Scheme, ...] = tuple(_REPORTED.values())
 
 
-def parse_label(label: str) -> tuple[str, str]:
-    """`B-PER` -> ('B', 'PER'); `O` -> ('O', ''). Raises ValueError on anything else."""
-    if label == "O":
-        return "O", ""
-    if len(label) > 2 and label[1] == "-" and label[0] in "BIMES":
-        return label[0], label[2:]
-    raise ValueError(label)
-
-
-def _prefixes(sequences: Iterable[Sequence[str]], name: str) -> set[str]:
+def _prefixes(sequences: Sequence[Sequence[str]], name: str) -> set[str]:
+    """The prefixes used; a ZenError names the first label (in file order) that is not an NER label."""
+    distinct: set[str] = set()
+    for seq in sequences:
+        distinct.update(seq)
     found: set[str] = set()
-    for i, seq in enumerate(sequences):
-        for j, label in enumerate(seq):
-            try:
-                found.add(parse_label(label)[0])
-            except ValueError:
-                raise ZenError(
-                    f"{name}: sentence {i + 1}, token {j + 1}: label {label!r} is not a NER label; "
-                    f"expected O or B-/I-/M-/E-/S- followed by an entity type"
-                ) from None
+    bad: set[str] = set()
+    for label in distinct:
+        try:
+            found.add(parse_entity_label(label)[0])
+        except ValueError:
+            bad.add(label)
+    if bad:
+        i, j, label = next((i, j, x) for i, seq in enumerate(sequences) for j, x in enumerate(seq) if x in bad)
+        raise ZenError(f"{name}: sentence {i + 1}, token {j + 1}: label {label!r} is not a NER label; "
+                       f"expected O or B-/I-/M-/E-/S- followed by an entity type")
     return found
 
 
-def _scheme_of(prefixes: set[str]) -> Scheme | None:
-    if "M" in prefixes:
-        return "BMES"
-    if prefixes & {"E", "S"}:
-        return "IOBES"
-    if prefixes & {"B", "I"}:
-        return "IOB2"
-    return None  # only O: says nothing
+def _scheme_of(prefixes: set[str], name: str) -> Canonical | None:
+    try:
+        return scheme_of_prefixes(prefixes)
+    except ValueError as e:
+        raise ZenError(f"{name}: {e}") from None
+
+
+def _extra_prefixes(prefixes: set[str], scheme: Canonical) -> str:
+    """The prefixes `scheme` lacks, as `E-, S-` ("" when none)."""
+    return ", ".join(sorted(p + "-" for p in prefixes - SCHEME_PREFIXES[scheme]))
 
 
 def detect_scheme(
@@ -84,57 +88,16 @@ def detect_scheme(
     """
     gp = _prefixes(gold, gold_name)
     pp = _prefixes(pred, pred_name)
-    for prefixes, name in ((gp, gold_name), (pp, pred_name)):
-        if {"I", "M"} <= prefixes:
-            raise ZenError(f"{name}: mixes I- and M- labels; expected one scheme (IOB2, IOBES or BMES)")
-    scheme = _scheme_of(gp) or _scheme_of(pp) or "IOB2"
+    gold_scheme = _scheme_of(gp, gold_name)
+    pred_scheme = _scheme_of(pp, pred_name)
+    scheme = gold_scheme or pred_scheme or "BIO"
     if scheme == "IOBES" and "M" in pp and "I" not in gp:
         scheme = "BMES"
-    extra = pp - SCHEMES[scheme]
+    extra = _extra_prefixes(pp, scheme)
     if extra:
-        raise ZenError(
-            f"{pred_name}: uses {', '.join(sorted(p + '-' for p in extra))} labels, which the {scheme} scheme "
-            f"of {gold_name} does not have; expected both files in the same tagging scheme"
-        )
-    return scheme
-
-
-def extract_entities(labels: Sequence[str], scheme: Scheme) -> list[Span]:
-    """Strict chunks of one sentence as (start, end, type) with `end` exclusive."""
-    parsed = [parse_label(label) for label in labels]
-    n = len(parsed)
-    spans: list[Span] = []
-    i = 0
-    if scheme == "IOB2":
-        while i < n:
-            prefix, typ = parsed[i]
-            if prefix != "B":
-                i += 1
-                continue
-            j = i + 1
-            while j < n and parsed[j] == ("I", typ):
-                j += 1
-            spans.append((i, j, typ))
-            i = j
-        return spans
-    inside = "M" if scheme == "BMES" else "I"
-    while i < n:
-        prefix, typ = parsed[i]
-        if prefix == "S":
-            spans.append((i, i + 1, typ))
-            i += 1
-        elif prefix == "B":
-            j = i + 1
-            while j < n and parsed[j] == (inside, typ):
-                j += 1
-            if j < n and parsed[j] == ("E", typ):
-                spans.append((i, j + 1, typ))
-                j += 1
-            # Not closed by E-X: no chunk; the label at j may start the next one.
-            i = j
-        else:
-            i += 1
-    return spans
+        raise ZenError(f"{pred_name}: uses {extra} labels, which the {_REPORTED[scheme]} scheme of {gold_name} "
+                       f"does not have; expected both files in the same tagging scheme")
+    return _REPORTED[scheme]
 
 
 def _orphans(labels: Sequence[str], spans: Sequence[Span]) -> int:
@@ -176,27 +139,29 @@ def score_ner(
     gold: Sequence[Sequence[str]],
     pred: Sequence[Sequence[str]],
     *,
-    scheme: Scheme | None = None,
+    scheme: str | None = None,
     gold_name: str = "gold",
     pred_name: str = "prediction",
 ) -> NerResult:
     """Entity P/R/F1 of predicted label sequences against gold ones (one list of labels per sentence).
 
-    `scheme=None` detects it (`detect_scheme`); an explicit scheme still rejects labels outside it.
+    `scheme=None` detects it (`detect_scheme`); an explicit scheme (IOB2/BIO, IOBES or BMES) still
+    rejects labels outside it.
     """
     if len(gold) != len(pred):
         raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
                        f"expected one predicted sentence per gold sentence")
     if scheme is None:
-        scheme = detect_scheme(gold, pred, gold_name=gold_name, pred_name=pred_name)
-    elif scheme not in SCHEMES:
-        raise ZenError(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}")
+        canonical = scheme_name(detect_scheme(gold, pred, gold_name=gold_name, pred_name=pred_name))
     else:
+        try:
+            canonical = scheme_name(scheme)
+        except ValueError:
+            raise ZenError(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}") from None
         for seqs, name in ((gold, gold_name), (pred, pred_name)):
-            extra = _prefixes(seqs, name) - SCHEMES[scheme]
+            extra = _extra_prefixes(_prefixes(seqs, name), canonical)
             if extra:
-                raise ZenError(f"{name}: uses {', '.join(sorted(p + '-' for p in extra))} labels, "
-                               f"which the {scheme} scheme does not have")
+                raise ZenError(f"{name}: uses {extra} labels, which the {_REPORTED[canonical]} scheme does not have")
     correct: Counter[str] = Counter()
     n_gold: Counter[str] = Counter()
     n_pred: Counter[str] = Counter()
@@ -205,8 +170,8 @@ def score_ner(
         if len(g) != len(p):
             raise ZenError(f"{pred_name}: sentence {i + 1} has {len(p)} labels but {gold_name} has {len(g)}; "
                            f"expected one label per token")
-        g_spans = extract_entities(g, scheme)
-        p_spans = extract_entities(p, scheme)
+        g_spans = spans_from_labels(g, canonical)
+        p_spans = spans_from_labels(p, canonical)
         gold_orphans += _orphans(g, g_spans)
         pred_orphans += _orphans(p, p_spans)
         n_gold.update(t for _, _, t in g_spans)
@@ -215,4 +180,4 @@ def score_ner(
     types = sorted(set(n_gold) | set(n_pred))
     per_type = {t: PRF(correct[t], n_pred[t], n_gold[t]) for t in types}
     overall = PRF(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values()))
-    return NerResult(overall, per_type, scheme, len(gold), gold_orphans, pred_orphans)
+    return NerResult(overall, per_type, _REPORTED[canonical], len(gold), gold_orphans, pred_orphans)

@@ -8,14 +8,10 @@ or words with tags, which `words_to_char_labels` turns into those labels. Report
 - tag accuracy: per character, the tag of the word it belongs to (the part after `X-`), compared;
 - label accuracy: per character, the full joint label (`B-NN` vs `M-NN`) compared.
 
-Decoding labels into words. Every character belongs to exactly one word, so a predicted sequence
-that breaks BMES order cannot be dropped the way an ill-formed NER chunk is; it is cut into words by
-one deterministic rule, applied to gold and prediction alike. A new word starts at character i
-(i > 0) iff
-    label i is B- or S-,  or  label i-1 is E- or S-,  or  the tag of label i differs from label i-1's.
-Otherwise (M-/E- after B-/M- of the same tag) character i continues the current word. So
-`M-n E-n` at the start of a sentence is one word `n`, `S-v M-n` are two words, `B-n E-v` are two.
-A word's tag is then the tag shared by all its characters.
+Every character belongs to exactly one word, so a predicted sequence that breaks BMES order cannot be
+dropped the way an ill-formed NER chunk is: gold and prediction alike are cut into words by the one
+deterministic rule of `zencli.text.labels.decode_words` (a word also ends where the tag changes, so
+`B-n E-v` is two words), and a word's tag is the tag shared by all its characters.
 """
 
 from __future__ import annotations
@@ -27,24 +23,14 @@ from typing import Any
 from zencli.errors import ZenError
 from zencli.metrics.cws import check_same_text
 from zencli.metrics.result import PRF, PRF_COLUMNS, Table, pct, prf_row, ratio
-
-WordSpan = tuple[int, int, str]  # [start, end) and tag
-
-_PREFIXES = {"B": "B", "M": "M", "I": "M", "E": "E", "S": "S"}
-
-
-def parse_pos_label(label: str) -> tuple[str, str]:
-    """`B-NN` -> ('B', 'NN'); `I-NN` -> ('M', 'NN'). Raises ValueError on anything else."""
-    if len(label) > 2 and label[1] == "-" and label[0] in _PREFIXES:
-        return _PREFIXES[label[0]], label[2:]
-    raise ValueError(label)
+from zencli.text.labels import decode_words, parse_segment_label, segment_labels
 
 
 def _parse_all(labels: Sequence[str], name: str, sentence: int) -> list[tuple[str, str]]:
     out = []
     for j, label in enumerate(labels):
         try:
-            out.append(parse_pos_label(label))
+            out.append(parse_segment_label(label, True))
         except ValueError:
             raise ZenError(
                 f"{name}: sentence {sentence}, character {j + 1}: label {label!r} is not a joint "
@@ -53,34 +39,9 @@ def _parse_all(labels: Sequence[str], name: str, sentence: int) -> list[tuple[st
     return out
 
 
-def decode_words(labels: Sequence[tuple[str, str]]) -> list[WordSpan]:
-    """Cut parsed (prefix, tag) character labels into tagged words by the module's rule."""
-    words: list[WordSpan] = []
-    start = 0
-    for i in range(1, len(labels) + 1):
-        if i == len(labels):
-            boundary = True
-        else:
-            prefix, tag = labels[i]
-            prev_prefix, prev_tag = labels[i - 1]
-            boundary = prefix in "BS" or prev_prefix in "ES" or tag != prev_tag
-        if boundary:
-            words.append((start, i, labels[start][1]))
-            start = i
-    return words
-
-
 def words_to_char_labels(words: Sequence[tuple[str, str]]) -> list[str]:
     """[(word, tag), ...] -> one joint label per character (S- for a 1-char word, else B- M-* E-)."""
-    labels = []
-    for word, tag in words:
-        if len(word) == 1:
-            labels.append(f"S-{tag}")
-        else:
-            labels.append(f"B-{tag}")
-            labels.extend(f"M-{tag}" for _ in range(len(word) - 2))
-            labels.append(f"E-{tag}")
-    return labels
+    return [label for word, tag in words for label in segment_labels(len(word), tag)]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ end). `TokenClassificationHead` (heads.py) handles arbitrary masks by left-align
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -28,54 +27,14 @@ import torch
 from torch import Tensor, nn
 
 from zencli.errors import ZenError
+from zencli.text.labels import SCHEME_PREFIXES, Scheme, detect_scheme, parse_label, scheme_name
 
-Scheme = Literal["BIO", "IOBES", "BMES"]
 Reduction = Literal["mean", "sum", "none"]
 
 # Forbidden moves get this score in the forward algorithm rather than -inf: exp(-1e4) is exactly 0 in
 # float32/float64 so Z is unchanged, yet a gold path that breaks the scheme (bad data) yields a large
 # finite loss with finite gradients instead of inf/NaN. Decoding uses a true -inf (see `viterbi_decode`).
 FORBIDDEN_SCORE = -10000.0
-
-SCHEME_ALIASES: dict[str, Scheme] = {
-    "BIO": "BIO", "IOB2": "BIO",
-    "IOBES": "IOBES", "BIOES": "IOBES",
-    "BMES": "BMES", "BMESO": "BMES",
-}
-
-_PREFIXES = frozenset("BIMES")
-_TYPE_SEPARATOR = re.compile(r"[-_]")
-
-
-def parse_label(label: str) -> tuple[str, str | None]:
-    """`'B-PER'` → `('B', 'PER')`, `'B'` → `('B', None)` (CWS), `'O'` → `('O', None)`.
-
-    The type is everything after the first `-` (or `_`), so POS types such as `B-NR` or `M-v` keep their
-    spelling. Anything else is not a positional tag and cannot be constrained.
-    """
-    if label == "O":
-        return "O", None
-    if label in _PREFIXES:
-        return label, None
-    if len(label) > 2 and label[0] in _PREFIXES and _TYPE_SEPARATOR.fullmatch(label[1]):
-        return label[0], label[2:]
-    raise ZenError(f"label {label!r}: expected O, a position tag B/I/M/E/S, or one with a type like B-PER")
-
-
-def detect_scheme(labels: Sequence[str]) -> Scheme:
-    """Guess the tagging scheme from the label set.
-
-    `M-` means BMES (the Chinese NER/CWS/POS convention, `M` = inside); `E-`/`S-` without `M-` means
-    IOBES; only `B-`/`I-` means BIO. A set mixing `I-` and `M-` has no consistent reading.
-    """
-    prefixes = {parse_label(label)[0] for label in labels}
-    if "I" in prefixes and "M" in prefixes:
-        raise ZenError("labels: both I- and M- tags present; expected one tagging scheme (BIO, IOBES or BMES)")
-    if "M" in prefixes:
-        return "BMES"
-    if prefixes & {"E", "S"}:
-        return "IOBES"
-    return "BIO"
 
 
 @dataclass(frozen=True, eq=False)  # holds tensors: compare by identity
@@ -106,22 +65,18 @@ def allowed_transitions(labels: Sequence[str], scheme: str | None = None) -> Tra
     Typeless labels (CWS `B M E S`) follow the same rules with one implicit type, and typed labels
     without O (joint POS `B-n M-n E-n S-v`) keep the type fixed inside a word.
     """
-    if scheme is None:
-        resolved = detect_scheme(labels)
-    else:
-        if scheme.upper() not in SCHEME_ALIASES:
-            raise ZenError(f"scheme: expected one of {', '.join(SCHEME_ALIASES)}, got {scheme!r}")
-        resolved = SCHEME_ALIASES[scheme.upper()]
     if len(set(labels)) != len(labels):
         raise ZenError("labels: duplicate labels in the label list")
+    try:
+        parsed = [parse_label(label) for label in labels]
+        resolved = detect_scheme(labels) if scheme is None else scheme_name(scheme)
+    except ValueError as e:
+        raise ZenError(str(e)) from None
     inside = "M" if resolved == "BMES" else "I"
-    valid_prefixes = {"BIO": {"O", "B", "I"}, "IOBES": {"O", "B", "I", "E", "S"},
-                      "BMES": {"O", "B", "M", "E", "S"}}[resolved]
-    parsed = [parse_label(label) for label in labels]
     for label, (prefix, _) in zip(labels, parsed):
-        if prefix not in valid_prefixes:
+        if prefix not in SCHEME_PREFIXES[resolved]:
             raise ZenError(f"label {label!r}: not a {resolved} tag (expected one of "
-                           f"{', '.join(sorted(valid_prefixes))} with an optional -TYPE)")
+                           f"{', '.join(sorted(SCHEME_PREFIXES[resolved]))} with an optional -TYPE)")
 
     n = len(labels)
     trans = torch.zeros(n, n, dtype=torch.bool)
