@@ -34,9 +34,10 @@ def _root(
 
 
 def _register() -> None:
-    from zencli.cli import bench, lexicon, quickstart, recipe, vocab
+    from zencli.cli import bench, evaluate, lexicon, quickstart, recipe, vocab
 
     app.command("quickstart")(quickstart.quickstart)
+    app.command("evaluate")(evaluate.evaluate)
     app.add_typer(lexicon.app, name="lexicon")
     app.add_typer(vocab.app, name="vocab")
     app.add_typer(recipe.app, name="recipe")

@@ -102,14 +102,16 @@ PRF_COLUMNS = ["", "P", "R", "F1", "correct", "predicted", "gold"]
 
 def rich_tables(result: MetricResult) -> list[Any]:
     """Rich `Table` objects for a result (rich is imported here so the metrics stay import-light)."""
+    from rich.markup import escape
     from rich.table import Table as RichTable
 
+    # Cells are data (labels such as `[UNK]` or `[/x]`), never Rich markup.
     out = []
     for t in result.tables():
-        rt = RichTable(title=t.title)
+        rt = RichTable(title=escape(t.title))
         for i, col in enumerate(t.columns):
-            rt.add_column(col, justify="left" if i == 0 else "right")
+            rt.add_column(escape(col), justify="left" if i == 0 else "right")
         for row in t.rows:
-            rt.add_row(*row)
+            rt.add_row(*(escape(str(c)) for c in row))
         out.append(rt)
     return out

@@ -41,7 +41,7 @@ PAIR_FORMATS = ("tsv", "jsonl")
 A_KEYS = ("sentence1", "text_a", "premise", "query1", "question1")
 B_KEYS = ("sentence2", "text_b", "hypothesis", "query2", "question2")
 LABEL_KEYS = ("gold_label", "label")
-_LABEL_ALIASES = {"contradictory": "contradiction"}
+LABEL_ALIASES = {"contradictory": "contradiction"}
 
 
 @dataclass
@@ -88,12 +88,12 @@ def read_pairs(path: str | Path, fmt: str = "auto", header: bool | None = None, 
         fmt = detect_pair_format(p)
     info = ReadInfo(path=str(p), task=task, format=fmt)
     examples = _read_jsonl(p, info) if fmt == "jsonl" else _read_tsv(p, detect_pair_columns(p, header), info)
-    aliased = Counter(e.label for e in examples if e.label in _LABEL_ALIASES)
+    aliased = Counter(e.label for e in examples if e.label in LABEL_ALIASES)
     for old, n in sorted(aliased.items()):
-        info.notes.append(f"label {old!r} read as {_LABEL_ALIASES[old]!r} ({n} examples)")
+        info.notes.append(f"label {old!r} read as {LABEL_ALIASES[old]!r} ({n} examples)")
     for e in examples:
-        if e.label in _LABEL_ALIASES:
-            e.label = _LABEL_ALIASES[e.label]
+        if e.label in LABEL_ALIASES:
+            e.label = LABEL_ALIASES[e.label]
     info.examples = len(examples)
     info.tokens = sum(len(e.a) + len(e.b) for e in examples)
     info.label_counts = dict(sorted(Counter(e.label for e in examples if e.label is not None).items()))

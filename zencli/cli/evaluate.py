@@ -1,0 +1,124 @@
+"""`zen evaluate`: score predictions against gold data with each benchmark's official metric.
+
+`zen evaluate --task T --gold GOLD --pred PRED` scores any system's output file (formats in
+zencli.tasks.scoring); `zen evaluate MODEL --data FILE` will score a fine-tuned model by producing
+its predictions in memory and handing them to the same `score_predictions`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+import typer
+
+from zencli.cli.common import console
+from zencli.errors import ZenError
+
+if TYPE_CHECKING:
+    from zencli.tasks.scoring import Evaluation
+
+TASK_HELP = "cws, pos, ner, dc, sa, spm, nli, qa or mrc"
+
+
+def evaluate(
+    model: Optional[str] = typer.Argument(
+        None, help="A model fine-tuned with `zen finetune` (scored on --data). Omit to score --pred files."
+    ),
+    data: Optional[Path] = typer.Option(None, "--data", "-d", help="Gold file to evaluate MODEL on."),
+    task: Optional[str] = typer.Option(None, "--task", "-t", help=f"Task: {TASK_HELP}."),
+    gold: Optional[Path] = typer.Option(None, "--gold", "-g", help="Gold file (any format the readers accept)."),
+    pred: Optional[Path] = typer.Option(
+        None,
+        "--pred",
+        "-p",
+        help="Predictions: cws/pos/ner in a tagging format; dc/sa/spm/nli one label per line or the gold "
+        "format; qa one score per line; mrc a JSON object {question id: answer}.",
+    ),
+    train_words: Optional[Path] = typer.Option(
+        None,
+        "--train-words",
+        help="cws: training words for OOV rate / OOV recall / IV recall — a SIGHAN training file, a word "
+        "list (one per line, optionally with counts) or a char-level BMES file.",
+    ),
+    json_out: Optional[str] = typer.Option(
+        None, "--json", help="Write the scores as JSON to PATH; '-' prints only the JSON, to stdout."
+    ),
+    fmt: str = typer.Option(
+        "auto", "--format", "-f", help="Format of the gold file (and of a tagging/label prediction file); "
+        "default: detected."
+    ),
+    pred_format: Optional[str] = typer.Option(
+        None, "--pred-format", help="Format of the prediction file, when it differs from --format."
+    ),
+) -> None:
+    """Score predictions: word P/R/F (cws), entity F1 (ner), joint F1 (pos), accuracy, MRR, EM/F1."""
+    if model is not None:
+        evaluation = _evaluate_model(model, data, task, gold, pred)
+    else:
+        evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format)
+    report = evaluation.to_dict()
+    if json_out == "-":
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    _print(evaluation)
+    if json_out is not None:
+        path = Path(json_out)
+        if path.is_dir():
+            raise ZenError(f"{path}: is a directory; expected the JSON file to write (or '-' for stdout)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {_esc(str(path))}")
+
+
+def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold: Optional[Path],
+                    pred: Optional[Path]) -> Evaluation:
+    if gold is not None or pred is not None:
+        raise ZenError("give either MODEL with --data, or --gold and --pred without a model, not both")
+    raise ZenError(f"{model}: model-based evaluation needs a model fine-tuned with `zen finetune`, which this "
+                   f"version cannot load yet; to score a system's output use "
+                   f"`zen evaluate --task T --gold GOLD --pred PRED`")
+
+
+def _evaluate_files(data: Optional[Path], task: Optional[str], gold: Optional[Path], pred: Optional[Path],
+                    train_words: Optional[Path], fmt: str, pred_format: Optional[str]) -> Evaluation:
+    from zencli.tasks.scoring import score_files
+
+    if data is not None:
+        raise ZenError("--data goes with MODEL; to score a prediction file use --gold GOLD --pred PRED")
+    if task is None or gold is None or pred is None:
+        missing = [name for name, v in (("--task", task), ("--gold", gold), ("--pred", pred)) if v is None]
+        raise ZenError(f"missing {', '.join(missing)}; expected `zen evaluate --task T --gold GOLD --pred PRED` "
+                       f"(task: {TASK_HELP}) or `zen evaluate MODEL --data FILE`")
+    return score_files(task, gold, pred, fmt=fmt, pred_fmt=pred_format, train_words_path=train_words)
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def _print(evaluation: Evaluation) -> None:
+    from rich.table import Table as RichTable
+
+    from zencli.metrics import rich_tables
+
+    e = evaluation
+    console.print(
+        f"[bold]{e.task}[/bold]  gold {_esc(e.gold)} ({e.gold_format})  prediction {_esc(e.prediction)} "
+        f"({e.prediction_format})"
+    )
+    for table in rich_tables(e.result):
+        console.print(table)
+    if e.unseen_labels:
+        t = RichTable(title="Unseen predicted labels")
+        t.add_column("label")
+        t.add_column("count", justify="right")
+        for label, n in e.unseen_labels.items():
+            t.add_row(_esc(label), str(n))
+        console.print(t)
+    for note in e.notes:
+        console.print(f"note: {_esc(note)}")
+    console.print(f"main score ({e.result.main}): [bold]{100 * e.main_score:.2f}[/bold]")
