@@ -34,12 +34,13 @@ def _root(
 
 
 def _register() -> None:
-    from zencli.cli import bench, evaluate, lexicon, quickstart, recipe, vocab
+    from zencli.cli import bench, evaluate, lexicon, model, quickstart, recipe, vocab
 
     app.command("quickstart")(quickstart.quickstart)
     app.command("evaluate")(evaluate.evaluate)
     app.add_typer(lexicon.app, name="lexicon")
     app.add_typer(vocab.app, name="vocab")
+    app.add_typer(model.app, name="model")
     app.add_typer(recipe.app, name="recipe")
     app.add_typer(bench.app, name="bench")
 

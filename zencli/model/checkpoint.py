@@ -27,7 +27,6 @@ from zencli.errors import ZenError
 from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.model.pretraining import ZenForPreTraining
-from zencli.text.reading import iter_lines
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -64,12 +63,10 @@ def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str
 
 
 # -- vocab.txt / ngram.txt against the embedding tables ------------------------------------------
-def count_lines(path: str | Path) -> int:
-    return sum(1 for _ in iter_lines(path))
-
-
 def check_vocab(path: str | Path, config: ZenConfig) -> None:
-    n = count_lines(path)
+    from zencli.text.vocab import Vocab
+
+    n = len(Vocab.load(path))  # also rejects empty or duplicate lines, which would shift ids
     if n != config.vocab_size:
         raise ZenError(
             f"{path}: {n} lines, but the model's char embedding has {config.vocab_size} rows "
@@ -78,7 +75,9 @@ def check_vocab(path: str | Path, config: ZenConfig) -> None:
 
 
 def check_ngrams(path: str | Path, config: ZenConfig) -> None:
-    n = count_lines(path)
+    from zencli.lexicon.ngram_file import Lexicon
+
+    n = len(Lexicon.load(path))  # also rejects malformed lines, which would shift n-gram ids
     if n + 1 != config.word_size:
         raise ZenError(
             f"{path}: {n} n-grams, but the model's n-gram embedding has {config.word_size} rows "

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from zencli.errors import ZenError
-from zencli.model.checkpoint import check_state_dict, check_text_files, count_lines
+from zencli.lexicon.ngram_file import Lexicon
+from zencli.model.checkpoint import check_state_dict, check_text_files
 from zencli.model.config import EncoderKind, ZenConfig, infer_encoder, read_json
 from zencli.model.encoder import ZenModel
 from zencli.model.pretraining import ZenForPreTraining
@@ -272,7 +273,7 @@ def import_bert(
     ngram_p = Path(ngram) if ngram is not None else None
     if encoder != "bert":
         if ngram_p is not None:
-            n = count_lines(ngram_p) + 1
+            n = len(Lexicon.load(ngram_p)) + 1
             if word_size is not None and word_size != n:
                 raise ZenError(f"{ngram_p}: {n - 1} n-grams, so word_size must be {n}, got {word_size}")
             word_size = n
