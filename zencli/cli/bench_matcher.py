@@ -23,8 +23,14 @@ def matcher(
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
     """Time the trie matcher against the released per-position dict loop (same data, same run)."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     from rich.table import Table
 
     from zencli.bench.matcher import run

@@ -111,7 +111,8 @@ def build(
     style: str = STYLE,
 ) -> None:
     """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI."""
-    from zencli.lexicon.extract import build as run_build, sidecar_path
+    from zencli.lexicon.extract import build as run_build
+    from zencli.lexicon.extract import sidecar_path
 
     cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
                   min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
@@ -165,7 +166,8 @@ def merge(
     style: str = STYLE,
 ) -> None:
     """Reduce step: merge counts files and select the lexicon (same result as `build` on all the text)."""
-    from zencli.lexicon.extract import merge as run_merge, sidecar_path
+    from zencli.lexicon.extract import merge as run_merge
+    from zencli.lexicon.extract import sidecar_path
 
     cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
                   min_n=min_n, max_n=max_n, style=style)

@@ -15,7 +15,7 @@ def list_() -> None:
     """List the built-in recipes with their job and the command that runs them."""
     from rich.table import Table
 
-    from zencli.config import list_recipes, read_recipe_data, resolve_recipe_path
+    from zencli.config import list_recipes, read_recipe_data
 
     table = Table(title="built-in recipes")
     table.add_column("name")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from zencli.config.finetune import FinetuneConfig
 from zencli.errors import ZenError
 
 Language = Literal["zh", "ar"]
@@ -54,4 +55,4 @@ class LexiconConfig:
 
 
 # job name → settings class; later issues add pretrain/finetune/... here.
-JOBS: dict[str, type] = {"lexicon": LexiconConfig}
+JOBS: dict[str, type] = {"lexicon": LexiconConfig, "finetune": FinetuneConfig}

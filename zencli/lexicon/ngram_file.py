@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from zencli.atomic_write import atomic_write_text
 from zencli.errors import ZenError, where
 from zencli.text.reading import iter_lines
 
@@ -132,8 +133,4 @@ class Lexicon:
     def save(self, path: str | Path, style: str | None = None) -> None:
         """Write ngram.txt (UTF-8, `\\n` line ends, one n-gram per line, id = line number)."""
         text = "".join(line + "\n" for line in self.lines(style))
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8", newline="\n")
-        tmp.replace(path)
+        atomic_write_text(path, text)

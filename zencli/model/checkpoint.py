@@ -15,7 +15,6 @@ mismatch, vocab/lexicon files that do not fit the embedding tables) is a one-lin
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from zencli.atomic_write import atomic_write_path
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
@@ -111,12 +111,6 @@ def dedup_tied(state: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tenso
 
 
 # -- zen format --------------------------------------------------------------------------------
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
 def save_zen_model(
     model: nn.Module,
     directory: str | Path,
@@ -143,15 +137,15 @@ def save_zen_model(
 
     unique, aliases = dedup_tied(model.state_dict())
     metadata = {"zen_format": str(FORMAT_VERSION), "architecture": architecture, "tied": json.dumps(aliases)}
-    _atomic_write(out / WEIGHTS_NAME, lambda p: save_file(unique, str(p), metadata=metadata))
+    atomic_write_path(out / WEIGHTS_NAME, lambda p: save_file(unique, str(p), metadata=metadata))
     cfg = {**config.to_dict(), "zen_format": FORMAT_VERSION, "architecture": architecture}
-    _atomic_write(
+    atomic_write_path(
         out / CONFIG_NAME,
         lambda p: p.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8"),
     )
     for src, name in ((vocab_p, VOCAB_NAME), (ngram_p, NGRAM_NAME)):
         if src is not None and src.resolve() != (out / name).resolve():
-            _atomic_write(out / name, lambda p, s=src: shutil.copyfile(s, p))
+            atomic_write_path(out / name, lambda p, s=src: shutil.copyfile(s, p))
     return out
 
 

@@ -27,7 +27,13 @@ import torch
 from torch import Tensor, nn
 
 from zencli.errors import ZenError
-from zencli.text.labels import SCHEME_PREFIXES, Scheme, detect_scheme, parse_label, scheme_name
+from zencli.text.labels import (
+    SCHEME_PREFIXES,
+    Scheme,
+    detect_scheme,
+    parse_label,
+    scheme_name,
+)
 
 Reduction = Literal["mean", "sum", "none"]
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from zencli.atomic_write import atomic_write, atomic_write_path
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.checkpoint import check_state_dict, check_text_files
@@ -225,9 +225,7 @@ def export_released(
         if k in state:
             raise ZenError(f"task head tensor '{k}' clashes with an encoder tensor")
         state[k] = t
-    tmp = out / f".{WEIGHTS_BIN}.tmp"
-    torch.save({k: v.detach() for k, v in state.items()}, tmp)
-    os.replace(tmp, out / WEIGHTS_BIN)
+    atomic_write(out / WEIGHTS_BIN, lambda f: torch.save({k: v.detach() for k, v in state.items()}, f))
 
     cfg = config.to_released_dict()
     if not config.has_ngrams:
@@ -236,7 +234,7 @@ def export_released(
     (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     for src, name in ((vocab_p, "vocab.txt"), (ngram_p, "ngram.txt")):
         if src is not None and src.resolve() != (out / name).resolve():
-            shutil.copyfile(src, out / name)
+            atomic_write_path(out / name, lambda p, s=src: shutil.copyfile(s, p))
     return out
 
 

@@ -12,7 +12,12 @@ from zencli.errors import ZenError
 from zencli.model.checkpoint import CONFIG_NAME, NGRAM_NAME, VOCAB_NAME, load_zen_model
 from zencli.model.config import read_json
 from zencli.model.pretraining import ZenForPreTraining
-from zencli.model.released import _weights_file, import_bert, import_released, read_state_dict
+from zencli.model.released import (
+    _weights_file,
+    import_bert,
+    import_released,
+    read_state_dict,
+)
 
 Kind = Literal["zen", "released", "bert"]
 

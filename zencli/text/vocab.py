@@ -9,11 +9,11 @@ name, never by position: zen's own vocabularies put them first, BERT-Chinese has
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from zencli.atomic_write import atomic_write_text
 from zencli.errors import ZenError, where
 from zencli.text.reading import iter_lines
 
@@ -57,7 +57,7 @@ class Vocab:
 
     def save(self, path: str | Path) -> None:
         """Write vocab.txt atomically (temp file + rename), one token per line, `\\n` line ends."""
-        _atomic_write_text(Path(path), "".join(tok + "\n" for tok in self._tokens))
+        atomic_write_text(Path(path), "".join(tok + "\n" for tok in self._tokens))
 
     def __len__(self) -> int:
         return len(self._tokens)
@@ -157,17 +157,7 @@ def read_sidecar(vocab_path: str | Path) -> dict[str, Any] | None:
 
 def write_sidecar(vocab_path: str | Path, data: dict[str, Any]) -> Path:
     p = sidecar_path(vocab_path)
-    _atomic_write_text(p, json.dumps({"format": SIDECAR_FORMAT, **data}, ensure_ascii=False, indent=2) + "\n")
+    atomic_write_text(p, json.dumps({"format": SIDECAR_FORMAT, **data}, ensure_ascii=False, indent=2) + "\n")
     return p
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()

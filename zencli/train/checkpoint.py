@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zencli.atomic_write import atomic_write
 from zencli.errors import ZenError
 
 FORMAT = "zen-train-checkpoint/1"
@@ -34,41 +34,9 @@ _STEP_RE = re.compile(r"^step-(\d{8,})\.pt$")
 _TMP_RE = re.compile(r"^\..+\.tmp-\d+$")
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic there
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 def atomic_save(obj: Any, path: Path) -> None:
     """`torch.save(obj)` to `path` so that `path` is either the old file or the complete new one."""
-    _atomic_write(path, lambda f: torch.save(obj, f))
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    _atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    atomic_write(path, lambda f: torch.save(obj, f))
 
 
 def load_checkpoint(path: Path) -> dict:

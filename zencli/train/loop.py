@@ -65,15 +65,27 @@ import torch
 from rich.console import Console
 from torch import nn
 
+from zencli.atomic_write import atomic_write_text
 from zencli.config.loading import to_dict
 from zencli.errors import ZenError
 from zencli.train import distributed as D
 from zencli.train.checkpoint import (
-    FORMAT, CheckpointDir, atomic_write_text, fingerprint, fingerprint_diff, load_checkpoint, rng_state,
-    seed_everything, set_rng_state,
+    FORMAT,
+    CheckpointDir,
+    fingerprint,
+    fingerprint_diff,
+    load_checkpoint,
+    rng_state,
+    seed_everything,
+    set_rng_state,
 )
 from zencli.train.data import ResumableBatches, to_device
-from zencli.train.optim import build_optimizers, clip_grad_norm, mark_sparse_embeddings, unmark_sparse_embeddings
+from zencli.train.optim import (
+    build_optimizers,
+    clip_grad_norm,
+    mark_sparse_embeddings,
+    unmark_sparse_embeddings,
+)
 from zencli.train.precision import autocast, grad_scaler, resolve_precision
 from zencli.train.progress import MetricsLog, ProgressDisplay
 from zencli.train.schedule import LinearWarmupDecay
@@ -152,7 +164,7 @@ class _Window:
         for key in keys:
             parts += self.metrics[key]
         vec = D.all_reduce_sum(torch.stack(parts), ctx).tolist()
-        loss, micro, tokens = vec[0] / max(vec[1], 1.0), vec[1], vec[2]
+        loss, tokens = vec[0] / max(vec[1], 1.0), vec[2]
         metrics = {}
         for i, key in enumerate(keys):
             num, den = vec[3 + 2 * i], vec[4 + 2 * i]

@@ -19,9 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
-from zencli.train.checkpoint import atomic_write_text
+from zencli.atomic_write import atomic_write_text
 
 
 def format_eta(seconds: float) -> str:

@@ -16,7 +16,11 @@ from zencli.data.readers.schemes import (
     tagged_words,
     words_from_labels,
 )
-from zencli.data.readers.tagging import TaggedSentence, detect_tagging_format, read_tagging
+from zencli.data.readers.tagging import (
+    TaggedSentence,
+    detect_tagging_format,
+    read_tagging,
+)
 
 __all__ = [
     "LabelSet",

@@ -27,10 +27,10 @@ from pathlib import Path
 
 from zencli.data.readers.common import (
     Columns,
+    LabelPresence,
     ReadInfo,
     check_format,
     field_value,
-    LabelPresence,
     header_roles,
     json_text,
     looks_like_json_lines,

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from zencli.data.readers.classification import CLASSIFICATION_FORMATS, read_classification
+from zencli.data.readers.classification import (
+    CLASSIFICATION_FORMATS,
+    read_classification,
+)
 from zencli.data.readers.common import ReadInfo
 from zencli.data.readers.mrc import MRC_FORMATS, read_mrc
 from zencli.data.readers.pairs import PAIR_FORMATS, read_pairs

@@ -31,7 +31,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zencli.data.readers.common import ReadInfo, check_format, gc_paused, sample_lines, show
+from zencli.data.readers.common import (
+    ReadInfo,
+    check_format,
+    gc_paused,
+    sample_lines,
+    show,
+)
 from zencli.data.readers.schemes import (
     check_cws_label,
     check_ner_label,

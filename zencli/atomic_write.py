@@ -1,0 +1,60 @@
+"""Atomic file writes: a reader (or a resumed run) sees either the old file or the complete new one.
+
+Data goes to a temp file in the same directory (so the rename cannot cross file systems), is fsynced,
+then `os.replace`d over the target, and the directory entry is fsynced. A crash at any moment leaves at
+most a stray `.NAME.tmp-PID` file behind, never a truncated target.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. Windows cannot open directories; the rename is still atomic there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def temp_path(path: Path) -> Path:
+    return path.parent / f".{path.name}.tmp-{os.getpid()}"
+
+
+def atomic_write_path(path: str | Path, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp_path)` (for writers that want a file name), then move the result into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
+    """Call `write(f)` on a binary file object, then move the result into place."""
+
+    def to_path(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            write(f)
+
+    atomic_write_path(path, to_path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))

@@ -1,0 +1,158 @@
+"""`zen bench model`: ZEN 2.0 / ZEN 1.0 training and inference speed next to a same-size plain BERT,
+achieved GFLOP/s against a measured GEMM peak, and the speed and accuracy of bf16 autocast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from zencli.cli.common import console
+
+
+def _list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def model(
+    sizes: str = typer.Option("tiny,small,base", "--sizes",
+                              help="Comma-separated: tiny (4×256, 2 n-gram layers), small (6×512, 3), base "
+                                   "(12×768, 6), or LAYERSxHIDDENxNGRAM_LAYERS (e.g. 2x128x1)."),
+    encoders: str = typer.Option("zen2,zen1,bert", "--encoders", help="Encoders to compare (bert = baseline)."),
+    precision: str = typer.Option(None, "--precision",
+                                  help="Comma-separated fp32,bf16 (default: both where bf16 is fast, else fp32)."),
+    steps: int = typer.Option(0, "--steps", help="Timed training rounds per size (0: tiny 10, small 5, base 3)."),
+    infer_steps: int = typer.Option(0, "--infer-steps", help="Timed inference rounds (0: twice --steps)."),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed rounds first."),
+    batch: int = typer.Option(8, "--batch", "-b", help="Sequences per batch."),
+    seq_len: int = typer.Option(128, "--seq-len", help="Tokens per sequence."),
+    slots: int = typer.Option(128, "--slots", help="N-gram slots per sequence (released max_ngram_in_seq)."),
+    ngram_rows: int = typer.Option(100_000, "--ngram-rows", help="Rows of the n-gram table."),
+    vocab_size: int = typer.Option(21128, "--vocab-size", help="Character vocabulary size."),
+    ngram_rate: float = typer.Option(0.4, "--ngram-rate", help="Synthetic n-grams per character."),
+    text: Path = typer.Option(None, "--text", help="Take the characters from this text (default: synthetic)."),
+    lexicon: Path = typer.Option(None, "--lexicon", help="ngram.txt to match in --text (default: synthetic slots)."),
+    dense_adamw: bool = typer.Option(True, "--dense-adamw/--no-dense-adamw",
+                                     help="Also time ZEN 2.0 with dense gradients and dense AdamW on every table."),
+    curve_steps: int = typer.Option(30, "--curve-steps", help="Steps of the fp32-vs-bf16 training comparison (0: skip)."),
+    curve_size: str = typer.Option("tiny", "--curve-size", help="Model size of that comparison."),
+    gemm_size: int = typer.Option(2048, "--gemm-size", help="Square matmul size of the GEMM peak."),
+    threads: int = typer.Option(0, "--threads", help="Torch threads (0: torch's default)."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    seed: int = typer.Option(0, "--seed"),
+    json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
+) -> None:
+    """Time ZEN 2.0 / 1.0 against plain BERT (same run, interleaved): training step, inference, bf16."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from zencli.bench.model import parse_size, run
+
+    size_list = [parse_size(s) for s in _list(sizes)]
+    with Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("preparing inputs", total=None)
+        report = run(sizes=size_list, encoders=_list(encoders),
+                     precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw,
+                     steps=steps, warmup=warmup, infer_steps=infer_steps, batch=batch, seq_len=seq_len, slots=slots,
+                     ngram_rows=ngram_rows, vocab_size=vocab_size, ngram_rate=ngram_rate, text=text, lexicon=lexicon,
+                     curve_steps=curve_steps, curve_size=parse_size(curve_size), gemm_size=gemm_size,
+                     threads=threads, seed=seed, device=device,
+                     log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
+                     advance=lambda name: progress.update(task, advance=1, description=name),
+                     on_total=lambda n: progress.update(task, total=n))
+    print_report(report)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_path}")
+
+
+def print_report(report: dict) -> None:
+    from rich.table import Table
+
+    s = report["settings"]
+    peaks = report["gemm_peak_gflops"]
+    peak_text = ", ".join(f"{p} {v['start']:.0f}→{v['end']:.0f}" for p, v in peaks.items())
+    inp = report["inputs"]
+    console.print(f"[bold]zen bench model[/bold]: batch {s['batch']} × seq {s['seq_len']}, n-gram table "
+                  f"{s['ngram_rows']:,} rows, {inp['slots_filled_per_seq']:.1f} of {s['slots']} slots filled; "
+                  f"{s['threads']} threads on {s['device']}; GEMM {s['gemm_size']}³ GFLOP/s (start→end): "
+                  f"{peak_text}; load avg {report['load_avg_start'][0]:.2f} → {report['load_avg_end'][0]:.2f}")
+    for res in report["results"]:
+        head = (f"{res['size']} ({res['model']['layers']}×{res['model']['hidden']}, {res['model']['ngram_layers']} "
+                f"n-gram layers; {res['computed_slots_mean']:.0f} slots computed, {res['masked_per_batch']:.0f} "
+                "masked/batch)")
+        t = Table(title=f"{head}: training step, median ms; ratios = medians over the same rounds")
+        for c in ("encoder", "prec", "tok/s", "step", "fwd", "bwd", "opt", "opt/(f+b)", "× bert", "GFLOP/s",
+                  "% peak", "bf16 ×"):
+            t.add_column(c, justify="left" if c in ("encoder", "prec") else "right")
+        for r in res["rows"]:
+            tr = r["train"]
+            t.add_row(r["encoder"], r["precision"], f"{tr['tokens_per_s']:,.0f}", f"{tr['step_ms']:.0f}",
+                      f"{tr['fwd_ms']:.0f}", f"{tr['bwd_ms']:.0f}", f"{tr['opt_ms']:.0f}",
+                      f"{tr['opt_over_fwd_bwd']:.2f}", _fmt(r.get("train_ratio_vs_bert")),
+                      f"{tr['gflops_per_s']:.0f}", f"{tr['pct_of_gemm_peak']:.0f}", _fmt(r.get("bf16_train_speedup")))
+        console.print(t)
+        t = Table(title=f"{head}: inference (encoder, eval, no grad)")
+        for c in ("encoder", "prec", "tok/s", "ms", "× bert", "GFLOP/s", "% peak", "bf16 ×"):
+            t.add_column(c, justify="left" if c in ("encoder", "prec") else "right")
+        for r in res["rows"]:
+            inf = r.get("infer")
+            if inf:
+                t.add_row(r["encoder"], r["precision"], f"{inf['tokens_per_s']:,.0f}", f"{inf['ms']:.0f}",
+                          _fmt(r.get("infer_ratio_vs_bert")), f"{inf['gflops_per_s']:.0f}",
+                          f"{inf['pct_of_gemm_peak']:.0f}", _fmt(r.get("bf16_infer_speedup")))
+        console.print(t)
+        if res["bf16_accuracy"]:
+            a = Table(title=f"{res['size']}: bf16 autocast vs fp32 on one batch (eval mode)")
+            for c in ("encoder", "seq out max |Δ|", "seq out max |x|", "seq out rel err", "MLM loss fp32",
+                      "MLM loss bf16", "|Δ loss|"):
+                a.add_column(c, justify="left" if c == "encoder" else "right")
+            for r in res["bf16_accuracy"]:
+                a.add_row(r["encoder"], f"{r['seq_max_abs_err']:.3g}", f"{r['seq_abs_max']:.3g}",
+                          f"{r['seq_rel_err']:.2e}", f"{r['mlm_loss_fp32']:.4f}", f"{r['mlm_loss_bf16']:.4f}",
+                          f"{r['mlm_loss_abs_diff']:.2e}")
+            console.print(a)
+    curve = report.get("bf16_training")
+    if curve:
+        n = curve["steps"]
+        marks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
+        c = Table(title=f"bf16 vs fp32 training: {curve['size']} ZEN 2.0, {n} steps, lr {curve['lr']}, same seed "
+                        f"and batches (loss at step)")
+        c.add_column("precision", justify="left")
+        for i in marks:
+            c.add_column(str(i + 1), justify="right")
+        c.add_column(f"mean last {curve['final_window']}", justify="right")
+        c.add_column("seconds", justify="right")
+        for p in ("fp32", "bf16"):
+            c.add_row(p, *(f"{curve[f'loss_{p}'][i]:.4f}" for i in marks), f"{curve[f'final_loss_{p}']:.4f}",
+                      f"{curve[f'seconds_{p}']:.1f}")
+        console.print(c)
+        console.print(f"bf16 vs fp32 final loss gap {100 * curve['final_rel_gap']:.2f}%, largest per-step "
+                      f"difference {curve['max_abs_step_diff']:.4f}")
+    sm = report["summary"]
+    ratios = ", ".join(f"{k} {v:.2f}×" for k, v in sm["zen2_train_ratio_vs_bert"].items())
+    if ratios:
+        verdict = "met" if sm["zen2_train_ratio_ok"] else "NOT met"
+        console.print(f"ZEN 2.0 / BERT training step: {ratios} (target ≤ {sm['zen2_train_ratio_target']}×: {verdict})")
+    console.print("optimizer step cheaper than forward+backward with zen's setup: "
+                  + ("yes" if sm["optimizer_cheaper_than_fwd_bwd"] else "NO"))
+    if "bf16_default_ok" in sm:
+        console.print(f"bf16: faster for training {sm['bf16_faster_for_training']}, training close to fp32 "
+                      f"{sm['bf16_training_close_to_fp32']} → bf16 default OK: {sm['bf16_default_ok']}")
+    if report["inputs"]["ngram_matrix_ms_per_batch"] is not None:
+        console.print(f"n-gram fusion matrix P: {report['inputs']['ngram_matrix_ms_per_batch']:.2f} ms per batch "
+                      "(batched tensor ops inside the forward, no per-example Python)")
+
+
+def _fmt(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}"

@@ -1,0 +1,182 @@
+"""`FinetuneConfig`: the recipe of `zen finetune` — what to train on, which model, which task, how.
+
+    job: finetune
+    task:  {name: ner, decoder: crf, max_seq_len: 128, ...}       # TaskSection
+    data:  {train: ..., dev: ..., test: ..., format: auto}         # DataSection
+    model: {encoder: zen2, pretrained: DIR | null, vocab, ngram, sizes, chte: {...}}   # ModelSection
+    train: {lr: 5e-5, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
+    epochs: 3          # when set, train.max_steps = ceil(epochs × training examples / batch_size)
+    warmup_ratio: 0.1  # when set, train.warmup_steps = round(warmup_ratio × max_steps)
+
+Fine-tuning reads `train.eval_every: 0` as "once per epoch" when there is a dev file (the dev score is what
+picks the best checkpoint), and `train.best_metric: null` as the task's main score. This module imports
+nothing heavy, so `zen recipe show` stays fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from zencli.errors import ZenError
+from zencli.train.settings import TrainSettings
+
+Encoder = Literal["zen2", "zen1", "bert", "chte"]
+ENCODERS: tuple[str, ...] = ("zen2", "zen1", "bert", "chte")
+
+
+@dataclass
+class TaskSection:
+    """The task and how its inputs are cut and decoded."""
+
+    name: str = "cws"  # a registered task: cws, pos, ner (see `zen finetune --help`)
+    decoder: Literal["softmax", "crf"] | None = None  # token tasks; None: crf with CHTE (the paper's), else softmax
+    constrained: bool = True  # token tasks: decode only label sequences the scheme allows (BMES, BIO, ...)
+    max_seq_len: int = 128  # tokens per model input, [CLS] and [SEP] included
+    stride: int | None = None  # longer inputs: windows start every `stride` tokens; None: half a window
+    dropout: float = 0.1  # before the task head's linear layer
+    eval_batch_size: int = 64  # windows per forward pass when evaluating and predicting
+
+    def validate(self) -> None:
+        if not self.name.strip():
+            raise ZenError("name: expected a task name such as cws, pos or ner")
+        if self.max_seq_len < 3:
+            raise ZenError(f"max_seq_len: expected >= 3 ([CLS], one token, [SEP]), got {self.max_seq_len}")
+        room = self.max_seq_len - 2
+        if self.stride is not None and not 1 <= self.stride <= room:
+            raise ZenError(f"stride: expected 1..{room} (max_seq_len - 2) or null, got {self.stride}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ZenError(f"dropout: expected a probability in [0, 1), got {self.dropout}")
+        if self.eval_batch_size < 1:
+            raise ZenError(f"eval_batch_size: expected >= 1, got {self.eval_batch_size}")
+
+    @property
+    def window_stride(self) -> int:
+        """The stride windows actually use (`stride`, or half a window)."""
+        room = self.max_seq_len - 2
+        return self.stride if self.stride is not None else max(1, room // 2)
+
+
+@dataclass
+class DataSection:
+    """Labelled files; `format` is any format the task's reader accepts ("auto": detected per file)."""
+
+    train: Path | None = None
+    dev: Path | None = None  # evaluated during training: picks the best checkpoint, drives early stopping
+    test: Path | None = None  # evaluated once, with the final (best) model
+    format: str = "auto"
+
+
+@dataclass
+class ChteSection:
+    """CHTE encoder settings. `setting` starts from the paper's (ChteConfig.paper: weibo, resume, bert);
+    every other key left null keeps that setting's (or ChteConfig's default) value."""
+
+    setting: Literal["weibo", "resume", "bert"] | None = None
+    n_heads: int | None = None
+    n_linear_heads: int | None = None
+    cnn_windows: list[int] | None = None
+    head_dim: int | None = None
+    ffn_size: int | None = None
+    n_layers: int | None = None
+    pool_size: int | None = None
+    embed_dropout: float | None = None
+    fc_dropout: float | None = None
+    attn_dropout: float | None = None
+    gated_residual: bool | None = None
+    concat_embeddings: bool | None = None
+    char_dim: int | None = None
+    bigram_dim: int | None = None
+    bigram_min_count: int = 2  # from characters: bigrams seen fewer times in training share the [UNK] row
+
+    def overrides(self) -> dict:
+        """The explicitly set architecture keys (for ChteConfig / ChteConfig.paper)."""
+        keys = ("n_heads", "n_linear_heads", "cnn_windows", "head_dim", "ffn_size", "n_layers", "pool_size",
+                "embed_dropout", "fc_dropout", "attn_dropout", "gated_residual", "concat_embeddings",
+                "char_dim", "bigram_dim")
+        out = {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        if "cnn_windows" in out:
+            out["cnn_windows"] = tuple(out["cnn_windows"])
+        return out
+
+    def validate(self) -> None:
+        if self.bigram_min_count < 1:
+            raise ZenError(f"bigram_min_count: expected >= 1, got {self.bigram_min_count}")
+
+
+@dataclass
+class ModelSection:
+    """The encoder: built from scratch (sizes below + `vocab`/`ngram` files) or loaded from `pretrained`
+    (a zen model directory, a released ZEN 1.0/2.0 directory, or a BERT-Chinese directory).
+
+    `encoder`: zen2 | zen1 | bert | chte; null: zen2 from scratch, the pretrained model's own kind
+    otherwise. With a BERT directory, zen2/zen1 build a ZEN model around BERT's weights (needs `ngram`).
+    chte without `pretrained`: CHTE from characters and bigrams; with it: CHTE on the pretrained encoder.
+    """
+
+    encoder: Encoder | None = None
+    pretrained: Path | None = None
+    vocab: Path | None = None  # from scratch: required (vocab.txt)
+    ngram: Path | None = None  # from scratch zen2/zen1, or around BERT: required (ngram.txt)
+    lowercase: bool | None = None  # char lookup; None: the vocab.json sidecar's setting, else True
+    # sizes of an encoder built from scratch (ZenConfig keys)
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    num_hidden_word_layers: int = 6
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512  # zen1/bert absolute positions: must cover task.max_seq_len
+    relative_projection: bool = False  # ZEN 2.0 paper's trainable W_r (the released model has none)
+    # n-gram slots
+    ngram_rules: Literal["zen", "released"] = "zen"
+    max_ngrams: int | None = None  # slots per input; None: task.max_seq_len
+    chte: ChteSection = field(default_factory=ChteSection)
+
+    def validate(self) -> None:
+        for key in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                    "max_position_embeddings"):
+            if getattr(self, key) < 1:
+                raise ZenError(f"{key}: expected an integer >= 1, got {getattr(self, key)}")
+        if self.num_hidden_word_layers < 0:
+            raise ZenError(f"num_hidden_word_layers: expected >= 0, got {self.num_hidden_word_layers}")
+        if self.max_ngrams is not None and self.max_ngrams < 0:
+            raise ZenError(f"max_ngrams: expected >= 0 or null, got {self.max_ngrams}")
+
+
+@dataclass
+class FinetuneTrainSettings(TrainSettings):
+    """TrainSettings with fine-tuning defaults: BERT's fine-tuning learning rate, one kept checkpoint
+    (each holds the optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
+
+    lr: float = 5e-5
+    max_steps: int = 1000
+    batch_size: int = 32
+    save_every: int = 500
+    keep_last: int = 1
+    output_dir: Path = Path("runs/finetune")
+
+
+@dataclass
+class FinetuneConfig:
+    job: Literal["finetune"] = "finetune"
+    task: TaskSection = field(default_factory=TaskSection)
+    data: DataSection = field(default_factory=DataSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    train: FinetuneTrainSettings = field(default_factory=FinetuneTrainSettings)
+    epochs: float | None = None
+    warmup_ratio: float | None = None
+
+    def validate(self) -> None:
+        if self.epochs is not None and self.epochs <= 0:
+            raise ZenError(f"epochs: expected a number > 0 or null, got {self.epochs}")
+        if self.warmup_ratio is not None and not 0.0 <= self.warmup_ratio < 1.0:
+            raise ZenError(f"warmup_ratio: expected a fraction in [0, 1) or null, got {self.warmup_ratio}")
+        m = self.model
+        if m.encoder == "chte" and m.pretrained is None and m.ngram is not None:
+            raise ZenError("model.ngram: CHTE from characters uses char and bigram embeddings, no n-gram "
+                           "lexicon; remove model.ngram (or give model.pretrained to run CHTE on ZEN)")
+        if m.chte.setting is not None and m.encoder != "chte":
+            raise ZenError(f"model.chte.setting: only used with model.encoder chte, not {m.encoder or 'zen2'}")
