@@ -5,7 +5,9 @@ Two input layouts (detected per file, or forced):
 - `line`: one document per line (e.g. a paragraph), split into sentences after 。！？!? and friends.
 `auto` picks `blank-line` when the file contains a blank line between non-blank lines, else `line`.
 
-Pairs follow BERT's create_instances_from_document with one change: nothing is truncated. A sentence
+Pairs follow BERT's create_instances_from_document with two changes. Nothing is truncated, and a chunk
+holding a single segment is cut in two half of the time to give a true-next pair (BERT always pairs it
+with a random B, which pushes the random-next share far above 50% on paragraph-per-line corpora). A sentence
 longer than half the budget is cut into consecutive windows first, and a chunk stops growing *before* a
 sentence that would not fit, so every token of the corpus lands in exactly one segment A or true
 segment B per duplication round. Only the random B (taken from another document) is cut to length,
@@ -136,6 +138,11 @@ def _pair_from_chunk(
     chunk: list[list[int]], docs: list[list[list[int]]], di: int, target: int, rng: np.random.Generator, next_i: int
 ) -> tuple[Pair, int]:
     """Split a chunk into A and B (true next) or A and a random B; also returns where the document resumes."""
+    if len(chunk) == 1 and len(chunk[0]) >= 2 and rng.random() >= 0.5:
+        # A lone segment (a one-sentence paragraph, common in `line` layout) is cut at a random point so
+        # it can still give a true-next pair; otherwise NSP would be dominated by random-next pairs.
+        cut = int(rng.integers(1, len(chunk[0])))
+        return Pair(list(chunk[0][:cut]), list(chunk[0][cut:]), False), next_i
     a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
     a = [t for seg in chunk[:a_end] for t in seg]
     if len(chunk) == 1 or rng.random() < 0.5:

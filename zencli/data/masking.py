@@ -59,7 +59,9 @@ def choose_masked_units(
     if n_maskable == 0:
         return masked
     budget = max(1, int(round(n_maskable * rate)))
-    candidates = [u for u in units if u[1] > u[0] and maskable[u[0] : u[1]].all()]
+    # A unit is a candidate when all its positions are maskable: a prefix sum answers that per unit.
+    blocked = np.concatenate([[0], np.cumsum(~maskable, dtype=np.int64)])
+    candidates = [u for u in units if u[1] > u[0] and blocked[u[1]] == blocked[u[0]]]
     order = rng.permutation(len(candidates))
     covered = 0
     for k in order:
