@@ -35,9 +35,12 @@ def _root(
 
 def _register() -> None:
     from zencli.cli import bench, evaluate, lexicon, model, quickstart, recipe, vocab
+    from zencli.cli import finetune, predict
 
     app.command("quickstart")(quickstart.quickstart)
     app.command("evaluate")(evaluate.evaluate)
+    app.command("finetune")(finetune.finetune)
+    app.command("predict")(predict.predict)
     app.add_typer(lexicon.app, name="lexicon")
     app.add_typer(vocab.app, name="vocab")
     app.add_typer(model.app, name="model")

@@ -30,7 +30,7 @@ ENCODERS: tuple[str, ...] = ("zen2", "zen1", "bert", "chte")
 class TaskSection:
     """The task and how its inputs are cut and decoded."""
 
-    name: str = "cws"  # a registered task: cws, pos, ner (see `zen finetune --help`)
+    name: str | None = None  # a registered task: cws, pos, ner, ... (required)
     decoder: Literal["softmax", "crf"] | None = None  # token tasks; None: crf with CHTE (the paper's), else softmax
     constrained: bool = True  # token tasks: decode only label sequences the scheme allows (BMES, BIO, ...)
     max_seq_len: int = 128  # tokens per model input, [CLS] and [SEP] included
@@ -39,7 +39,7 @@ class TaskSection:
     eval_batch_size: int = 64  # windows per forward pass when evaluating and predicting
 
     def validate(self) -> None:
-        if not self.name.strip():
+        if self.name is not None and not self.name.strip():
             raise ZenError("name: expected a task name such as cws, pos or ner")
         if self.max_seq_len < 3:
             raise ZenError(f"max_seq_len: expected >= 3 ([CLS], one token, [SEP]), got {self.max_seq_len}")
@@ -88,7 +88,7 @@ class ChteSection:
     concat_embeddings: bool | None = None
     char_dim: int | None = None
     bigram_dim: int | None = None
-    bigram_min_count: int = 2  # from characters: bigrams seen fewer times in training share the [UNK] row
+    min_count: int = 2  # from characters: chars / bigrams seen fewer times in training share the [UNK] row
 
     def overrides(self) -> dict:
         """The explicitly set architecture keys (for ChteConfig / ChteConfig.paper)."""
@@ -101,8 +101,8 @@ class ChteSection:
         return out
 
     def validate(self) -> None:
-        if self.bigram_min_count < 1:
-            raise ZenError(f"bigram_min_count: expected >= 1, got {self.bigram_min_count}")
+        if self.min_count < 1:
+            raise ZenError(f"min_count: expected >= 1, got {self.min_count}")
 
 
 @dataclass
@@ -117,7 +117,7 @@ class ModelSection:
 
     encoder: Encoder | None = None
     pretrained: Path | None = None
-    vocab: Path | None = None  # from scratch: required (vocab.txt)
+    vocab: Path | None = None  # from scratch: required (vocab.txt); CHTE from characters: null builds it from training
     ngram: Path | None = None  # from scratch zen2/zen1, or around BERT: required (ngram.txt)
     lowercase: bool | None = None  # char lookup; None: the vocab.json sidecar's setting, else True
     # sizes of an encoder built from scratch (ZenConfig keys)

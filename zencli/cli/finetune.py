@@ -1,0 +1,157 @@
+"""`zen finetune`: fine-tune an encoder on a task (zencli.tasks.finetune does the work)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
+from zencli.errors import ZenError
+
+
+def _set(data: dict[str, Any], key: str, value: Any) -> None:
+    node = data
+    *parents, last = key.split(".")
+    for part in parents:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        elif not isinstance(nxt, dict):
+            raise ZenError(f"recipe: '{part}' is not a section")
+        node = nxt
+    node[last] = value
+
+
+def build_config(recipe: str | None, overrides: list[str], options: dict[str, Any]):
+    """Recipe (or the defaults) < --set overrides < command-line options, validated once."""
+    from zencli.config import from_dict
+    from zencli.config.finetune import FinetuneConfig
+    from zencli.config.loading import apply_overrides, read_recipe_data
+
+    if recipe is None:
+        data, source = {}, "command line"
+    else:
+        data, path = read_recipe_data(recipe)
+        source = str(path)
+        job = data.get("job", "finetune")
+        if job != "finetune":
+            raise ZenError(f"{path}: job: this recipe is for `zen {job}`, not `zen finetune`")
+    data = apply_overrides(data, list(overrides or []))
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key == "train.max_steps":
+            data["epochs"] = None  # an explicit step count wins over the recipe's epochs
+        _set(data, key, str(value) if isinstance(value, Path) else value)
+    if recipe is not None and (overrides or any(v is not None for v in options.values())):
+        source += " (with command-line settings)"
+    return from_dict(FinetuneConfig, data, source=source)
+
+
+def finetune(
+    recipe: Optional[str] = RECIPE,
+    overrides: list[str] = OVERRIDES,
+    task: Optional[str] = typer.Option(None, "--task", "-t", help="Task: cws, pos, ner (or another registered task)."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Training file (any format the task's reader accepts)."),
+    dev: Optional[Path] = typer.Option(None, "--dev", help="Dev file: evaluated every epoch, picks the best model."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Test file: scored once with the final model."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="Format of the data files (default: detected)."),
+    model: Optional[Path] = typer.Option(
+        None, "--model", "-m",
+        help="Pretrained model: a zen model directory, a released ZEN 1.0/2.0 directory or a BERT-Chinese "
+        "directory. Omit to train from scratch (needs --vocab, and --ngram for ZEN)."),
+    encoder: Optional[str] = typer.Option(
+        None, "--encoder", "-e",
+        help="zen2 (default), zen1, bert, or chte (from characters; on top of --model when given)."),
+    decoder: Optional[str] = typer.Option(None, "--decoder", help="Token tasks: softmax or crf (default: crf for "
+                                          "CHTE, softmax otherwise)."),
+    vocab: Optional[Path] = typer.Option(None, "--vocab", help="vocab.txt for a model built from scratch."),
+    ngram: Optional[Path] = typer.Option(None, "--ngram", help="ngram.txt for a ZEN model built from scratch."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output directory (the model goes to "
+                                          "OUTPUT/model)."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training epochs (sets the step count)."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimizer steps (instead of --epochs)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Sequences per optimizer step."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (data order, initialisation, dropout)."),
+    max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", help="Tokens per input window."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier run in the output directory "
+                                   "instead of resuming or refusing."),
+    nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    """Fine-tune on a task: CWS / POS / NER and more, from scratch or from a pretrained model.
+
+    Evaluates on dev every epoch, keeps the best model by the task's main score, writes dev/test scores
+    as JSON beside the model, and resumes from its checkpoints when run again with the same output."""
+    from zencli.config.loading import to_dict
+
+    options = {
+        "task.name": task, "data.train": train, "data.dev": dev, "data.test": test, "data.format": fmt,
+        "model.pretrained": model, "model.encoder": encoder, "task.decoder": decoder, "model.vocab": vocab,
+        "model.ngram": ngram, "train.output_dir": output, "epochs": epochs, "train.max_steps": max_steps,
+        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "task.max_seq_len": max_seq_len,
+        "train.overwrite": True if overwrite else None,
+    }
+    cfg = build_config(recipe, overrides, options)
+    if nproc > 1 and not os.environ.get("WORLD_SIZE"):
+        _launch(cfg, nproc, to_dict)
+        return
+    from zencli.tasks.finetune import run_finetune
+
+    result = run_finetune(cfg, console=err_console, show_progress=not quiet)
+    if int(os.environ.get("RANK", "0") or 0) == 0:
+        _report(result)
+
+
+def _launch(cfg, nproc: int, to_dict) -> None:
+    """Start `nproc` processes running this recipe (written to the output directory)."""
+    import yaml
+
+    from zencli.train.distributed import launch_local, python_module_command
+
+    out = Path(cfg.train.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "recipe.yaml"
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    code = launch_local(nproc, python_module_command("finetune", "--recipe", str(path)))
+    if code:
+        raise ZenError(f"finetune: a training process exited with status {code}")
+
+
+def _report(result) -> None:
+    from rich.markup import escape
+
+    from zencli.metrics import rich_tables
+
+    for name in ("dev", "test"):
+        evaluation = getattr(result, name)
+        if evaluation is None:
+            continue
+        console.print(f"[bold]{name}[/bold] ({escape(evaluation.gold)})")
+        for table in rich_tables(_Escaped(evaluation.result)):
+            console.print(table)
+        console.print(f"{name} {evaluation.result.main}: [bold]{100 * evaluation.main_score:.2f}[/bold]")
+    resumed = f", resumed at step {result.start_step}" if result.start_step else ""
+    early = ", stopped early" if result.stopped_early else ""
+    console.print(f"trained {result.step} steps{resumed}{early} in {result.elapsed_s:.1f} s; model: "
+                  f"{escape(str(result.model_dir))}", highlight=False)
+    console.print(f"predict with: zen predict {escape(str(result.model_dir))} < input.txt", highlight=False)
+
+
+class _Escaped:
+    """A result whose table cells are escaped for Rich markup (labels like `[UNK]` are data)."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def tables(self):
+        from rich.markup import escape
+
+        from zencli.metrics import Table
+
+        return [Table(escape(t.title), [escape(c) for c in t.columns], [[escape(c) for c in r] for r in t.rows])
+                for t in self.result.tables()]

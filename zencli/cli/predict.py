@@ -1,0 +1,92 @@
+"""`zen predict MODEL`: stream text through a fine-tuned model (zencli.tasks.predict does the work)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from zencli.errors import ZenError
+
+
+def predict(
+    model: Path = typer.Argument(..., help="A fine-tuned model directory (or the output directory of `zen finetune`)."),
+    input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="Input file (default: stdin), one "
+                                              "example per line."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: stdout)."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", "-f",
+        help="text (cws: spaced words; pos: word/TAG; ner: [entity]/TYPE inline), json (one object per line, "
+        "character offsets) or conll (char<TAB>label). Default: text."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Windows per forward pass "
+                                             "(default: the model's eval_batch_size)."),
+    chunk_lines: Optional[int] = typer.Option(None, "--chunk-lines", help="Lines read, predicted and written at a "
+                                              "time (default 256; 1 when reading a terminal)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+) -> None:
+    """Predict: one example per input line, output in input order (empty lines stay empty lines).
+
+    Usage: zen predict MODEL < input.txt > output.txt"""
+    import torch
+
+    from zencli.tasks.model import load_task_model
+    from zencli.tasks.predict import STDIN, predict_stream, read_stream
+    from zencli.text.reading import iter_lines
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ZenError(f"--device: expected auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ZenError("--device: cuda requested but torch sees no CUDA GPU")
+    dev = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    if batch_size is not None and batch_size < 1:
+        raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
+    loaded = load_task_model(model, device=dev)
+    fmt = loaded.task.check_format(fmt)
+
+    if input_path is None:
+        stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin
+        lines = read_stream(stream, STDIN)
+        source = STDIN
+        interactive = hasattr(sys.stdin, "isatty") and sys.stdin.isatty()
+    else:
+        lines = iter_lines(input_path, allow_empty=True)
+        source = str(input_path)
+        interactive = False
+    chunk = chunk_lines if chunk_lines is not None else (1 if interactive else 256)
+    kwargs = {"fmt": fmt, "source": source, "chunk_lines": chunk, "batch_size": batch_size}
+
+    if output is not None:
+        if output.is_dir():
+            raise ZenError(f"{output}: is a directory; expected the file to write")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                predict_stream(loaded, lines, f, **kwargs)
+            os.replace(tmp, output)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return
+
+    buffer = getattr(sys.stdout, "buffer", None)
+    out = sys.stdout if buffer is None else io.TextIOWrapper(buffer, encoding="utf-8", newline="\n",
+                                                             write_through=True)
+    if buffer is not None:
+        sys.stdout.flush()
+    try:
+        predict_stream(loaded, lines, out, **kwargs)
+    except BrokenPipeError:
+        # The reader went away (`zen predict M < big.txt | head`): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    finally:
+        if buffer is not None:
+            try:
+                out.detach()
+            except (ValueError, BrokenPipeError):
+                pass

@@ -1,0 +1,197 @@
+"""Fine-tuning tasks: the protocol every task implements, and the registry that finds them.
+
+A task is one class in one module of this package. The class says, in one place, how its data is read,
+which head sits on the encoder, how a batch is turned into a loss, how predictions are decoded and
+written, and which metric scores them; `@register` makes `zen finetune`, `zen predict` and `zen evaluate`
+know it (modules of this package that use `@register` are imported on first lookup, so a new task
+touches only its own file).
+
+A task object is bound to its task settings (`TaskSection` of the recipe) and to its *state*: what it
+learned from the training data and must keep with the model, e.g. the label list. The state is plain
+JSON saved in the model directory's `task.json`, so `Task(settings, state)` rebuilds the same task at
+prediction time:
+
+    task = TaskClass.from_training_data(settings, train_gold)   # zen finetune
+    task = TaskClass(settings, saved_state)                      # zen predict / evaluate
+
+What flows through a task:
+- examples: whatever its reader yields (`TaggedSentence` for cws/pos/ner), read by `read` into a
+  `GoldData` (zencli.tasks.scoring), or parsed from one input line of `zen predict` by `parse_input`;
+- records: feature dicts of 1-D numpy arrays (`InputPipeline.encode` gives the model inputs, the task
+  adds its label arrays), padded into batches by `zencli.data.collate.collate`;
+- `Encoded`: the encoder's output for a batch (hidden states, pooled vector, token mask), which the
+  task's head turns into a loss (`loss`) or into predictions (`predict`);
+- predictions: one per example, in the shape `evaluate` scores and `format_prediction` writes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from zencli.errors import ZenError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from zencli.config.finetune import TaskSection
+    from zencli.tasks.inputs import InputPipeline
+    from zencli.tasks.model import Encoded, TaskModel
+    from zencli.tasks.scoring import Evaluation, GoldData
+
+Record = dict[str, "np.ndarray"]
+
+
+class Task(ABC):
+    """One fine-tuning task. Subclasses set the class attributes and implement the abstract methods."""
+
+    name: ClassVar[str]  # registry key and `task.name` in recipes, e.g. "ner"
+    description: ClassVar[str]  # one line for help texts
+    main_metric: ClassVar[str]  # key of the score that selects checkpoints, e.g. "f1"
+    output_formats: ClassVar[tuple[str, ...]]  # `zen predict --format` choices; the first is the default
+    uses_pooled: ClassVar[bool] = True  # False: the head ignores the pooled [CLS] vector (DDP must know)
+
+    def __init__(self, settings: TaskSection, state: dict[str, Any]):
+        self.settings = settings
+        self.load_state(state)
+
+    # --- state kept with the model ------------------------------------------------------------------
+    @classmethod
+    def from_training_data(cls, settings: TaskSection, train: GoldData) -> Task:
+        """The task with the state learned from the training data (e.g. its label set)."""
+        return cls(settings, cls.build_state(settings, train))
+
+    @classmethod
+    @abstractmethod
+    def build_state(cls, settings: TaskSection, train: GoldData) -> dict[str, Any]:
+        """Plain JSON data learned from training data (labels, scheme, ...)."""
+
+    @abstractmethod
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Take the state back (from `build_state` or a model's task.json); ZenError if it is malformed."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """The state as plain JSON data, for task.json."""
+
+    # --- data ---------------------------------------------------------------------------------------
+    @classmethod
+    def read(cls, path: str | Path, fmt: str = "auto") -> GoldData:
+        """A labelled file of this task (train, dev or test)."""
+        from zencli.tasks.scoring import read_gold
+
+        return read_gold(path, cls.name, fmt)
+
+    @abstractmethod
+    def parse_input(self, text: str, source: str, line: int) -> Any:
+        """One line of `zen predict` input → one example (raise ZenError naming source:line if bad)."""
+
+    def data_notes(self, gold: GoldData) -> list[str]:
+        """Things worth telling the user about a file this task will train or evaluate on."""
+        return [f"{gold.path}: {n}" for n in gold.info.notes]
+
+    def unseen_labels(self, gold: GoldData) -> dict[str, int]:
+        """Gold labels of an evaluation file that the model's label set lacks, with counts (they are
+        scored as errors, never a crash)."""
+        return {}
+
+    # --- model --------------------------------------------------------------------------------------
+    @abstractmethod
+    def build_head(self, hidden_size: int, *, default_decoder: str = "softmax") -> nn.Module:
+        """The task head on hidden states of width `hidden_size` (freshly initialised)."""
+
+    @abstractmethod
+    def training_records(self, examples: Sequence[Any], inputs: InputPipeline) -> tuple[list[Record], list[str]]:
+        """Model inputs + targets for training, and notes (e.g. how many windows long inputs became).
+        Nothing may be truncated: inputs longer than a window are cut into several records."""
+
+    @abstractmethod
+    def loss(self, model: TaskModel, encoded: Encoded, batch: dict[str, torch.Tensor]
+             ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Mean loss of a batch and metrics for the progress display (see `zencli.train.loop`)."""
+
+    @abstractmethod
+    def predict(self, model: TaskModel, inputs: InputPipeline, examples: Sequence[Any],
+                batch_size: int | None = None) -> list[Any]:
+        """One prediction per example, in order (model in eval mode, no gradients)."""
+
+    @abstractmethod
+    def evaluate(self, gold: GoldData, predictions: Sequence[Any], *, name: str = "model",
+                 train: GoldData | None = None) -> Evaluation:
+        """Score predictions against gold data with the task's official metric. `train` (the training
+        data, when known) may add figures such as OOV recall."""
+
+    @abstractmethod
+    def format_prediction(self, example: Any, prediction: Any, fmt: str) -> str:
+        """The text `zen predict` writes for one example in format `fmt` (without a final newline)."""
+
+    def check_format(self, fmt: str | None) -> str:
+        """`fmt` or the default output format; ZenError for a format this task cannot write."""
+        if fmt is None:
+            return self.output_formats[0]
+        if fmt not in self.output_formats:
+            raise ZenError(f"--format {fmt!r}: task {self.name} writes {', '.join(self.output_formats)}")
+        return fmt
+
+    def scores(self, evaluation: Evaluation) -> dict[str, float]:
+        """The numbers the training loop logs and selects on (the main metric among them)."""
+        out = {k: v for k, v in evaluation.result.to_dict().items() if isinstance(v, float)}  # not counts
+        out[self.main_metric] = float(evaluation.main_score)
+        return out
+
+
+# --- registry ---------------------------------------------------------------------------------------
+
+_TASKS: dict[str, type[Task]] = {}
+_discovered = False
+
+
+def register(cls: type[Task]) -> type[Task]:
+    """Class decorator: make a task available by its `name`."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__}: a registered task needs a non-empty `name`")
+    if name in _TASKS and _TASKS[name] is not cls:
+        raise TypeError(f"task {name!r} is registered twice ({_TASKS[name].__name__}, {cls.__name__})")
+    for attr in ("description", "main_metric", "output_formats"):
+        if not hasattr(cls, attr):
+            raise TypeError(f"{cls.__name__}: a registered task needs `{attr}`")
+    _TASKS[name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    import zencli.tasks as package
+
+    # Only modules that register tasks are imported: the package also holds pipelines (finetune, pretraining)
+    # that a task lookup has no reason to load.
+    for info in pkgutil.iter_modules(package.__path__):
+        name = f"zencli.tasks.{info.name}"
+        spec = importlib.util.find_spec(name)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        if origin is not None and origin.suffix == ".py" and "@register" in origin.read_text(encoding="utf-8"):
+            importlib.import_module(name)
+    _discovered = True
+
+
+def task_names() -> list[str]:
+    _discover()
+    return sorted(_TASKS)
+
+
+def task_class(name: str) -> type[Task]:
+    """The registered task called `name`; ZenError listing the known ones otherwise."""
+    _discover()
+    if name not in _TASKS:
+        raise ZenError(f"task.name: unknown task {name!r}; expected one of {', '.join(sorted(_TASKS))}")
+    return _TASKS[name]

@@ -1,0 +1,201 @@
+"""`zen finetune`: read the task's data, build the model, train it with the shared loop, export the best
+model and score it on dev and test.
+
+    result = run_finetune(cfg)          # cfg: FinetuneConfig (a recipe)
+
+Output directory (`train.output_dir`):
+
+    run.json, metrics.jsonl, tensorboard/   the training loop's records (train and eval lines)
+    checkpoints/step-*.pt, best.pt          resumable training state; weights of the best dev evaluation
+    recipe.yaml                             the resolved recipe of this run
+    model/                                  the fine-tuned model (zencli.tasks.model), with
+                                            dev_scores.json / test_scores.json beside its files
+
+Running the same command again continues from the newest checkpoint (`train.resume: auto`): a finished
+run re-exports its model without training further. With a dev file the model is evaluated once per epoch
+(or every `train.eval_every` steps), `checkpoints/best.pt` keeps the weights with the best main score,
+`train.patience` evaluations without improvement stop the run, and the exported model is the best one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from zencli.atomic_write import atomic_write_text
+from zencli.config.finetune import FinetuneConfig
+from zencli.config.loading import to_dict
+from zencli.data.collate import collate
+from zencli.errors import ZenError
+from zencli.tasks.base import Task, task_class
+from zencli.tasks.model import build_task_model, save_task_model
+from zencli.tasks.scoring import Evaluation, GoldData
+from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
+
+MODEL_DIR = "model"
+
+
+@dataclass
+class FinetuneResult:
+    model_dir: Path
+    step: int
+    start_step: int
+    best_step: int | None
+    stopped_early: bool
+    elapsed_s: float
+    dev: Evaluation | None = None
+    test: Evaluation | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _file_id(path: Path | None) -> Any:
+    """What identifies a data file for resuming: path and size (a changed file is another run)."""
+    if path is None:
+        return None
+    p = Path(path)
+    return {"path": str(p), "bytes": p.stat().st_size if p.is_file() else None}
+
+
+def _read(task_cls: type[Task], path: Path | None, fmt: str, what: str) -> GoldData | None:
+    if path is None:
+        return None
+    gold = task_cls.read(path, fmt)
+    if not gold.examples:
+        raise ZenError(f"{path}: no examples in the {what} file")
+    return gold
+
+
+def scores_json(evaluation: Evaluation, task: Task, gold: GoldData, *, step: int | None, model_dir: Path
+                ) -> dict[str, Any]:
+    """The JSON written beside the model: the evaluation plus unseen gold labels and provenance."""
+    out = evaluation.to_dict()
+    unseen = task.unseen_labels(gold)
+    out["unseen_gold_labels"] = unseen
+    out["unseen_gold_label_count"] = sum(unseen.values())
+    out["model"] = str(model_dir)
+    out["step"] = step
+    return out
+
+
+def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_progress: bool = True
+                 ) -> FinetuneResult:
+    """Fine-tune per `cfg` (see the module docstring); returns where the model went and its scores."""
+    from zencli.train import IndexedBatches, train
+
+    console = console or Console(stderr=True)
+    rank = int(os.environ.get("RANK", "0") or 0)
+    say = console.print if rank == 0 else (lambda *a, **k: None)
+    if cfg.task.name is None:
+        raise ZenError("task.name: no task given; use --task (e.g. cws, pos, ner) or a recipe")
+    task_cls = task_class(cfg.task.name)
+    if cfg.data.train is None:
+        raise ZenError("data.train: no training file; give it in the recipe or with --train")
+    settings = replace(cfg.task)
+    if settings.decoder is None:
+        settings.decoder = "crf" if cfg.model.encoder == "chte" else "softmax"
+
+    train_gold = _read(task_cls, cfg.data.train, cfg.data.format, "training")
+    task = task_cls.from_training_data(settings, train_gold)
+    dev_gold = _read(task_cls, cfg.data.dev, cfg.data.format, "dev")
+    test_gold = _read(task_cls, cfg.data.test, cfg.data.format, "test")
+    notes = [n for g in (train_gold, dev_gold, test_gold) if g is not None for n in task.data_notes(g)]
+    for name, gold in (("dev", dev_gold), ("test", test_gold)):
+        unseen = task.unseen_labels(gold) if gold is not None else {}
+        if unseen:
+            notes.append(f"{name}: {sum(unseen.values())} labels not seen in training ({', '.join(list(unseen)[:6])}"
+                         f"{' …' if len(unseen) > 6 else ''}); they are scored as errors")
+
+    seed_everything(cfg.train.seed)  # model initialisation (fresh heads, new n-gram sides) is reproducible
+    sentences = [s.chars for s in train_gold.examples] if cfg.model.encoder == "chte" else None
+    model, inputs, spec = build_task_model(cfg, task, sentences)
+    notes += spec.notes
+    records, record_notes = task.training_records(train_gold.examples, inputs)
+    notes += record_notes
+    if not records:
+        raise ZenError(f"{cfg.data.train}: no training examples with content")
+
+    s = replace(cfg.train)
+    steps_per_epoch = max(1, math.ceil(len(records) / s.batch_size))
+    if cfg.epochs is not None:
+        s.max_steps = max(1, math.ceil(cfg.epochs * len(records) / s.batch_size))
+    if cfg.warmup_ratio is not None:
+        s.warmup_steps = round(cfg.warmup_ratio * s.max_steps)
+    if dev_gold is not None:
+        if s.eval_every == 0:
+            s.eval_every = min(steps_per_epoch, s.max_steps)
+        if s.best_metric is None:
+            s.best_metric = task.main_metric
+    else:
+        if s.best_metric is not None or s.patience:
+            notes.append("no dev file: train.best_metric / patience have nothing to watch; the last model is kept")
+        s.best_metric, s.patience = None, 0
+    if not task.uses_pooled and model.encoder is not None:
+        s.find_unused_parameters = True  # DDP: the unused pooler gets no gradient
+    s.validate()
+
+    out = Path(s.output_dir)
+    model_dir = out / MODEL_DIR
+    fingerprint_extra = {
+        "task": to_dict(settings), "state": task.state(), "model": to_dict(cfg.model),
+        "encoder": spec.encoder, "chte": spec.chte, "inputs": spec.inputs.to_dict(),
+        "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
+        "examples": len(records),
+    }
+    n_labels = len(task.state().get("labels", []))
+    say(f"[bold]{task.name}[/bold] ({escape(task.description)}) · {escape(spec.source)} · "
+        + (f"{n_labels} labels · " if n_labels else "") +
+        f"{len(train_gold.examples):,} training examples → {len(records):,} inputs · "
+        f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs of {steps_per_epoch:,})", highlight=False)
+    for note in notes:
+        say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+
+    def loss_fn(m, batch):
+        loss, metrics = m(batch)
+        return loss, metrics, batch["attention_mask"].sum()
+
+    def eval_fn(m) -> dict[str, float]:
+        predictions = task.predict(m, inputs, dev_gold.examples)
+        return task.scores(task.evaluate(dev_gold, predictions, name="dev predictions", train=train_gold))
+
+    data = IndexedBatches(records, partial(collate, pad_id=inputs.pad_id), seed=s.seed)
+    result = train(model, loss_fn, data, s, eval_fn=eval_fn if dev_gold is not None else None,
+                   fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
+    final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
+                           result.elapsed_s, notes=notes)
+    if rank != 0:
+        return final
+
+    best = CheckpointDir(out / "checkpoints").best_path
+    chosen = result.step
+    if dev_gold is not None and best.is_file():
+        state = load_checkpoint(best)
+        model.load_state_dict(state["model"])
+        chosen = state["step"]
+        say(f"best dev {s.best_metric} {state['value']:.4f} at step {chosen}: exporting that model", highlight=False)
+    save_task_model(model, inputs, spec, model_dir)
+    atomic_write_text(out / "recipe.yaml", _yaml(cfg))
+    model.eval()
+    for name, gold in (("dev", dev_gold), ("test", test_gold)):
+        if gold is None:
+            continue
+        evaluation = task.evaluate(gold, task.predict(model, inputs, gold.examples), name=f"{model_dir}",
+                                   train=train_gold)
+        report = scores_json(evaluation, task, gold, step=chosen, model_dir=model_dir)
+        atomic_write_text(model_dir / f"{name}_scores.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        setattr(final, name, evaluation)
+    return final
+
+
+def _yaml(cfg: FinetuneConfig) -> str:
+    import yaml
+
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
+

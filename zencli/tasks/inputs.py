@@ -1,0 +1,206 @@
+"""Text → model inputs for fine-tuned models: vocabulary lookup, n-gram slots, CHTE bigrams.
+
+`InputPipeline` holds what a task model needs to turn text into feature records (zencli.data.features)
+and is saved with the model (vocab.txt, ngram.txt, bigrams.json and the `inputs` settings of task.json),
+so training and prediction build exactly the same inputs:
+
+- token ids: char-level tasks look each character up on its own (`CharIds`: one id per char, so labels
+  stay aligned); sentence-level tasks use `tokenizer` (WordPiece with offsets);
+- n-gram slots: `NgramFeaturizer` with the model's lexicon and matching rules (zen or released), at most
+  `max_ngrams` slots per input (default: max_seq_len; an uncapped input would pad every batch to its
+  most n-gram-dense member);
+- CHTE from characters: per character the ids of the bigram starting at it and of the one ending at it
+  (`BigramTable`), computed over the whole sentence before it is cut into windows, so a window edge
+  sees its true neighbours.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zencli.data.features import CharIds, NgramFeaturizer, Record
+from zencli.errors import ZenError
+from zencli.lexicon.ngram_file import Lexicon
+from zencli.text.vocab import Vocab
+
+BIGRAMS_NAME = "bigrams.json"
+BIGRAM_KEYS = ("bigram_next_ids", "bigram_prev_ids")
+
+
+@dataclass
+class InputSettings:
+    """How text becomes inputs; saved in task.json (`inputs`)."""
+
+    max_seq_len: int = 128
+    lowercase: bool = True
+    strip_accents: bool | None = None
+    ngram_rules: str = "zen"
+    max_ngrams: int | None = None  # None: max_seq_len
+    released_version: str = "zen2"  # released rules: zen1 draws slots at random, zen2 keeps the smallest ids
+
+    @property
+    def slot_cap(self) -> int:
+        return self.max_seq_len if self.max_ngrams is None else self.max_ngrams
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, source: str) -> InputSettings:
+        if not isinstance(d, dict):
+            raise ZenError(f"{source}: key 'inputs': expected a JSON object")
+        known = set(cls.__dataclass_fields__)
+        for key in d:
+            if key not in known:
+                raise ZenError(f"{source}: inputs: unknown key {key!r}; expected {', '.join(sorted(known))}")
+        try:
+            out = cls(**d)
+        except TypeError as e:
+            raise ZenError(f"{source}: inputs: {e}") from None
+        if not isinstance(out.max_seq_len, int) or out.max_seq_len < 3:
+            raise ZenError(f"{source}: inputs.max_seq_len: expected an integer >= 3, got {out.max_seq_len!r}")
+        if out.ngram_rules not in ("zen", "released"):
+            raise ZenError(f"{source}: inputs.ngram_rules: expected zen or released, got {out.ngram_rules!r}")
+        return out
+
+
+class BigramTable:
+    """Character bigrams of CHTE's input layer: id 0 is padding, 1 the unknown bigram, 2.. the bigrams.
+
+    Sentence ends are marked with BOS / EOS (`<s>` / `</s>`, never a single character), so the first
+    char's "previous" bigram is (<s>, c0) and the last char's "next" bigram is (cn, </s>).
+    """
+
+    BOS, EOS = "<s>", "</s>"
+    PAD_ID, UNK_ID = 0, 1
+
+    def __init__(self, bigrams: Sequence[tuple[str, str]]):
+        self.bigrams = [tuple(b) for b in bigrams]
+        self.index = {b: i + 2 for i, b in enumerate(self.bigrams)}
+        if len(self.index) != len(self.bigrams):
+            raise ZenError("bigram table: a bigram occurs twice; expected distinct bigrams")
+
+    def __len__(self) -> int:
+        """Rows of the embedding table: the bigrams plus padding and unknown."""
+        return len(self.bigrams) + 2
+
+    @classmethod
+    def pairs(cls, chars: Sequence[str]) -> list[tuple[str, str]]:
+        """The n + 1 bigrams of a sentence of n chars, boundary markers included."""
+        padded = [cls.BOS, *chars, cls.EOS]
+        return list(itertools.pairwise(padded))
+
+    @classmethod
+    def build(cls, sentences: Iterable[Sequence[str]], min_count: int = 1) -> BigramTable:
+        """Bigrams seen at least `min_count` times, most frequent first (ties in code-point order)."""
+        counts: Counter[tuple[str, str]] = Counter()
+        for chars in sentences:
+            if chars:
+                counts.update(cls.pairs(chars))
+        kept = sorted((b for b, n in counts.items() if n >= min_count), key=lambda b: (-counts[b], b))
+        return cls(kept)
+
+    def ids(self, chars: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(next [n], prev [n]) int32: id of the bigram starting at each char and of the one ending there."""
+        get = self.index.get
+        ids = np.fromiter((get(b, self.UNK_ID) for b in self.pairs(chars)), np.int32, len(chars) + 1)
+        return ids[1:], ids[:-1]
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps([list(b) for b in self.bigrams], ensure_ascii=False) + "\n",
+                              encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BigramTable:
+        from zencli.data.readers.common import load_json_file
+
+        data = load_json_file(path)
+        if not isinstance(data, list) or not all(
+                isinstance(b, list) and len(b) == 2 and all(isinstance(x, str) and x for x in b) for b in data):
+            raise ZenError(f"{path}: expected a JSON list of [left, right] string pairs")
+        try:
+            return cls([tuple(b) for b in data])
+        except ZenError as e:
+            raise ZenError(f"{path}: {e}") from None
+
+
+class InputPipeline:
+    """Vocabulary (+ lexicon, + bigrams) and settings → feature records."""
+
+    def __init__(self, vocab: Vocab, settings: InputSettings, lexicon: Lexicon | None = None,
+                 bigrams: BigramTable | None = None):
+        self.vocab = vocab
+        self.settings = settings
+        self.lexicon = lexicon
+        self.bigrams = bigrams
+        self.char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
+        self.pad_id = vocab.pad_id
+        self.cls_id, self.sep_id = vocab.cls_id, vocab.sep_id
+        self.featurizer: NgramFeaturizer | None = None
+        if lexicon is not None:
+            self.featurizer = NgramFeaturizer(
+                vocab, lexicon, rules=settings.ngram_rules, max_ngrams=settings.slot_cap,  # type: ignore[arg-type]
+                max_seq_len=settings.max_seq_len, released_version=settings.released_version)
+        self._tokenizer = None
+
+    @property
+    def max_seq_len(self) -> int:
+        return self.settings.max_seq_len
+
+    @property
+    def tokenizer(self):
+        """WordPiece tokenizer with the model's case settings (sentence-level tasks)."""
+        if self._tokenizer is None:
+            from zencli.text.tokenizer import Tokenizer
+
+            self._tokenizer = Tokenizer(self.vocab, lowercase=self.settings.lowercase,
+                                        strip_accents=self.settings.strip_accents)
+        return self._tokenizer
+
+    def encode(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray | None] | None = None) -> list[Record]:
+        """Records for `[CLS] a [SEP]` (or `[CLS] a [SEP] b [SEP]`): token ids, types and n-gram slots.
+        Each input must fit max_seq_len with its specials (cut long inputs into windows first)."""
+        if self.featurizer is not None:
+            return self.featurizer.featurize_batch(a, b)
+        out = []
+        for i, x in enumerate(a):
+            y = None if b is None else b[i]
+            parts = [np.array([self.cls_id], np.int32), np.asarray(x, np.int32), np.array([self.sep_id], np.int32)]
+            types = [np.zeros(len(x) + 2, np.int8)]
+            if y is not None:
+                parts += [np.asarray(y, np.int32), np.array([self.sep_id], np.int32)]
+                types.append(np.ones(len(y) + 1, np.int8))
+            ids = np.concatenate(parts)
+            if len(ids) > self.max_seq_len:
+                raise ValueError(f"example {i} has {len(ids)} tokens with [CLS]/[SEP], more than max_seq_len="
+                                 f"{self.max_seq_len}; cut long inputs into windows first")
+            out.append({"input_ids": ids, "token_type_ids": np.concatenate(types)})
+        return out
+
+    def char_windows(self, sentences: Sequence[Sequence[str]], windows: Sequence[Sequence[tuple[int, int]]]
+                     ) -> list[list[Record]]:
+        """Per sentence, the records of `[CLS] chars[s:e] [SEP]` for each of its windows (s, e), with CHTE
+        bigram ids when the model has a bigram table (0 at [CLS]/[SEP]). One featurizer call for all."""
+        ids = [self.char_ids(chars) for chars in sentences]
+        flat = self.encode([x[s:e] for x, ws in zip(ids, windows) for s, e in ws])
+        out: list[list[Record]] = []
+        k = 0
+        zero = np.zeros(1, np.int32)
+        for chars, ws in zip(sentences, windows):
+            records = flat[k:k + len(ws)]
+            k += len(ws)
+            if self.bigrams is not None:
+                nxt, prv = self.bigrams.ids(chars)
+                for rec, (s, e) in zip(records, ws):
+                    rec["bigram_next_ids"] = np.concatenate([zero, nxt[s:e], zero])
+                    rec["bigram_prev_ids"] = np.concatenate([zero, prv[s:e], zero])
+            out.append(records)
+        return out

@@ -1,0 +1,119 @@
+"""Prediction with a fine-tuned model: streaming text through it, and scoring it on gold data.
+
+    loaded = load_task_model("runs/ner/model")                 # zencli.tasks.model
+    for chunk in predict_chunks(loaded, read_stream(sys.stdin.buffer), fmt="json"):
+        sys.stdout.write("".join(line + "\\n" for line in chunk))
+
+    evaluation = evaluate_model("runs/ner/model", "test.tsv")  # `zen evaluate MODEL --data FILE`
+
+Streaming: input lines are read `chunk_lines` at a time, predicted (the task batches their windows
+internally) and written in input order before the next chunk is read, so a pipe sees output as input
+arrives and memory stays flat on inputs of any size. Every input line gives exactly one output record
+(one line for text/json; for conll one char<TAB>label line per char and a blank line), an empty line
+included; a line longer than the model's max_seq_len is read in windows, never truncated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from zencli.errors import ZenError, where
+from zencli.tasks.model import LoadedModel, load_task_model
+from zencli.tasks.scoring import Evaluation
+
+_BOM = b"\xef\xbb\xbf"
+STDIN = "<stdin>"
+
+
+def read_stream(stream: IO[bytes] | IO[str], name: str = STDIN) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a binary stream, read the way `zencli.text.reading.iter_lines` reads files:
+    UTF-8 (a BOM dropped), LF / CRLF / CR line ends, invalid bytes a one-line error naming line and offset.
+    Lines are yielded as they arrive."""
+    offset = 0
+    lineno = 0
+    for raw in stream:
+        lineno += 1
+        start = offset
+        offset += len(raw)
+        if isinstance(raw, str):  # a text stream (already decoded)
+            text = raw.removeprefix("\ufeff") if start == 0 else raw
+        else:
+            if start == 0 and raw.startswith(_BOM):
+                raw = raw[3:]
+                start = 3
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ZenError(f"{where(name, lineno)}: invalid UTF-8 at byte offset {start + e.start} "
+                               f"(byte 0x{raw[e.start]:02x}); expected UTF-8 text") from None
+        text = text.rstrip("\n").rstrip("\r")
+        if "\r" in text:  # CR-only line ends: each CR ends a line
+            parts = text.split("\r")
+            for i, part in enumerate(parts):
+                yield lineno + i, part
+            lineno += len(parts) - 1
+        else:
+            yield lineno, text
+
+
+def predict_examples(loaded: LoadedModel, examples: list[Any], batch_size: int | None = None) -> list[Any]:
+    """One prediction per example (the task's prediction type), in order."""
+    with torch.no_grad():
+        return loaded.task.predict(loaded.model, loaded.inputs, examples, batch_size)
+
+
+def predict_chunks(loaded: LoadedModel, lines: Iterable[tuple[int, str]], *, fmt: str | None = None,
+                   source: str = STDIN, chunk_lines: int = 256, batch_size: int | None = None
+                   ) -> Iterator[list[str]]:
+    """Formatted output records, one per input line, yielded a chunk of `chunk_lines` lines at a time."""
+    if chunk_lines < 1:
+        raise ZenError(f"--chunk-lines: expected >= 1, got {chunk_lines}")
+    task = loaded.task
+    fmt = task.check_format(fmt)
+    chunk: list[Any] = []
+
+    def flush() -> list[str]:
+        predictions = predict_examples(loaded, chunk, batch_size)
+        return [task.format_prediction(x, p, fmt) for x, p in zip(chunk, predictions)]
+
+    for lineno, text in lines:
+        chunk.append(task.parse_input(text, source, lineno))
+        if len(chunk) >= chunk_lines:
+            yield flush()
+            chunk = []
+    if chunk:
+        yield flush()
+
+
+def predict_stream(loaded: LoadedModel, lines: Iterable[tuple[int, str]], out: IO[str], *, fmt: str | None = None,
+                   source: str = STDIN, chunk_lines: int = 256, batch_size: int | None = None) -> int:
+    """Write the output of every input line to `out` (flushed after each chunk); returns the line count."""
+    n = 0
+    for records in predict_chunks(loaded, lines, fmt=fmt, source=source, chunk_lines=chunk_lines,
+                                  batch_size=batch_size):
+        out.write("".join(r + "\n" for r in records))
+        out.flush()
+        n += len(records)
+    return n
+
+
+def predict_file(model: str | Path | LoadedModel, data: str | Path, fmt: str = "auto",
+                 batch_size: int | None = None) -> tuple[Any, list[Any]]:
+    """Read a labelled file with the model's task reader and predict it in memory:
+    (GoldData, one prediction per example)."""
+    loaded = model if isinstance(model, LoadedModel) else load_task_model(model)
+    gold = loaded.task.read(data, fmt)
+    return gold, predict_examples(loaded, gold.examples, batch_size)
+
+
+def evaluate_model(model: str | Path | LoadedModel, data: str | Path, fmt: str = "auto",
+                   batch_size: int | None = None) -> Evaluation:
+    """Score a fine-tuned model on a labelled file with the task's metric (`zen evaluate MODEL --data`).
+    Gold labels the model never saw are counted in the notes and score as errors."""
+    loaded = model if isinstance(model, LoadedModel) else load_task_model(model)
+    gold, predictions = predict_file(loaded, data, fmt, batch_size)
+    return loaded.task.evaluate(gold, predictions, name=str(loaded.path))

@@ -1,0 +1,351 @@
+"""Character tagging: Chinese word segmentation (cws), joint segmentation + POS tagging (pos) and named
+entity recognition (ner). One label per character, so every input character is one token
+(`CharIds`), and the three tasks differ only in their labels, their metric and how output is written.
+
+Reading: any tagging format of `zencli.data.readers.tagging` (SIGHAN lines, char-level CoNLL, \\x02,
+word/TAG ...). Labels come from the training data (sorted), with their scheme (BMES for cws/pos; BIO,
+IOBES or BMES for ner); both are saved with the model.
+
+Head: `TokenClassificationHead` over the characters (not [CLS]/[SEP]), decoded by softmax or a CRF. With
+`task.constrained` (the default) decoding only produces label sequences the scheme allows
+(`allowed_transitions`), for softmax too (Viterbi over the per-char probabilities).
+
+Long sentences are never truncated: a sentence with more than max_seq_len − 2 characters is read in
+windows of at most that many characters.
+- training: each window is one example, and windows are cut at word/entity boundaries (before a char
+  whose label may begin a sequence), so they do not overlap and each one's labels are well formed on
+  their own. Only a chunk longer than a whole window forces a cut inside it; a constrained CRF then
+  labels that window from the first label allowed to start a sequence to the last one allowed to end
+  it (the chars left out still give the encoder context);
+- prediction: windows start `stride` characters apart (`plan_windows`, they overlap), every window is
+  encoded, each character takes its emission scores from the window where it has the most context on
+  both sides (`merge_token_predictions`), and the whole sentence is decoded in one pass, so the output is
+  well formed across window boundaries too.
+
+Output (`zen predict --format`): text — cws: words separated by spaces; pos: `word/TAG`; ner: the input
+with `[entity]/TYPE` marked inline —, json (one object per line: text + words or entities with start/end
+character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in the
+input is kept and tagged like any character; in text and json output a word never spans white space
+(it is split there) and white-space-only words are left out, since a space-separated line cannot hold them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from zencli.data.collate import IGNORE_INDEX, collate
+from zencli.data.readers import LabelSet, TaggedSentence
+from zencli.data.windows import merge_token_predictions, plan_windows
+from zencli.errors import ZenError
+from zencli.model.crf import allowed_transitions
+from zencli.model.heads import TokenClassificationHead
+from zencli.tasks.base import Record, Task, register
+from zencli.tasks.scoring import Evaluation, GoldData, score_predictions
+from zencli.text.labels import (
+    SCHEMES,
+    detect_scheme,
+    labels_from_spans,
+    spans_from_labels,
+    word_spans,
+)
+
+Span = tuple[int, int, str]
+
+
+class TaggingTask(Task):
+    """Shared by cws, pos and ner: labels per char, windows, softmax/CRF decoding."""
+
+    output_formats: ClassVar[tuple[str, ...]] = ("text", "json", "conll")
+    main_metric: ClassVar[str] = "f1"
+    uses_pooled: ClassVar[bool] = False
+
+    # --- state: labels and their scheme -----------------------------------------------------------------
+    @classmethod
+    def build_state(cls, settings, train: GoldData) -> dict[str, Any]:
+        labels = LabelSet.build(lab for s in train.examples for lab in (s.labels or []))
+        try:
+            scheme = detect_scheme(labels.labels)
+        except ValueError as e:
+            raise ZenError(f"{train.path}: {e}") from None
+        return {"labels": labels.labels, "scheme": scheme}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        labels, scheme = state.get("labels"), state.get("scheme")
+        if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
+            raise ZenError(f"task {self.name}: state 'labels': expected a non-empty list of label strings")
+        if scheme not in SCHEMES:
+            raise ZenError(f"task {self.name}: state 'scheme': expected one of {', '.join(SCHEMES)}, got {scheme!r}")
+        self.labels = LabelSet(labels)
+        self.scheme: str = scheme
+        allowed = allowed_transitions(labels, scheme)
+        self._may_start = allowed.start.numpy()  # [C] bool, by label id
+        self.constraints = allowed if self.settings.constrained else None
+
+    def state(self) -> dict[str, Any]:
+        return {"labels": list(self.labels.labels), "scheme": self.scheme}
+
+    # --- data -------------------------------------------------------------------------------------------
+    def parse_input(self, text: str, source: str, line: int) -> TaggedSentence:
+        return TaggedSentence(list(text), None, source, line)
+
+    def data_notes(self, gold: GoldData) -> list[str]:
+        notes = super().data_notes(gold)
+        info = gold.info
+        if info.ill_formed:
+            notes.append(f"{gold.path}: {info.ill_formed} sentences have label sequences the {info.scheme} scheme "
+                         f"does not allow (kept as they are)")
+        return notes
+
+    def unseen_labels(self, gold: GoldData) -> dict[str, int]:
+        """Gold labels the model does not know (never predicted, so always scored as errors)."""
+        counts = Counter(lab for s in gold.examples for lab in (s.labels or []) if lab not in self.labels)
+        return dict(sorted(counts.items()))
+
+    # --- model ------------------------------------------------------------------------------------------
+    def build_head(self, hidden_size: int) -> TokenClassificationHead:
+        return TokenClassificationHead(hidden_size, len(self.labels), dropout=self.settings.dropout,
+                                       decoder=self.settings.decoder or "softmax", constraints=self.constraints)
+
+    def _windows(self, n: int) -> list[tuple[int, int]]:
+        return plan_windows(n, self.settings.max_seq_len - 2, self.settings.window_stride)
+
+    def training_windows(self, ids: np.ndarray) -> list[tuple[int, int]]:
+        """Windows of at most max_seq_len − 2 chars covering a labelled sentence, each cut before a char
+        whose label may start a sequence (a word or entity boundary), so every window's labels stand on
+        their own; a window is cut mid-chunk only when a chunk is longer than a whole window."""
+        room = self.settings.max_seq_len - 2
+        n = len(ids)
+        if n <= room:
+            return [(0, n)]
+        boundary = self._may_start[ids]  # [n] bool: a new word / entity / O may begin at this char
+        out, start = [], 0
+        while start < n:
+            end = min(start + room, n)
+            if end < n:
+                cuts = np.flatnonzero(boundary[start + 1:end + 1])
+                if len(cuts):
+                    end = start + 1 + int(cuts[-1])
+            out.append((start, end))
+            start = end
+        return out
+
+    def training_records(self, examples: Sequence[TaggedSentence], inputs) -> tuple[list[Record], list[str]]:
+        sentences = [s for s in examples if s.chars]
+        label_ids = [np.asarray(self.labels.encode_all(s.labels), np.int64) for s in sentences]
+        windows = [self.training_windows(ids) for ids in label_ids]
+        crf_trim = self.settings.decoder == "crf" and self.constraints is not None
+        records: list[Record] = []
+        trimmed = 0
+        chunk = 2048
+        for c0 in range(0, len(sentences), chunk):
+            part, part_windows = sentences[c0:c0 + chunk], windows[c0:c0 + chunk]
+            encoded = inputs.char_windows([s.chars for s in part], part_windows)
+            for ids, ws, recs in zip(label_ids[c0:c0 + chunk], part_windows, encoded):
+                for (a, b), rec in zip(ws, recs):
+                    lo, hi = a, b
+                    if crf_trim:
+                        # A window cut inside a chunk would start (end) with a label a constrained CRF forbids
+                        # there: its chain starts at the first label allowed to start (ends at the last one
+                        # allowed to end); the chars left out still give the encoder context.
+                        start_ok, end_ok = self.constraints.start, self.constraints.end
+                        if a > 0:
+                            while lo < hi and not bool(start_ok[ids[lo]]):
+                                lo += 1
+                        if b < len(ids):
+                            while hi > lo and not bool(end_ok[ids[hi - 1]]):
+                                hi -= 1
+                        trimmed += (lo - a) + (b - hi)
+                    lab = np.full(b - a + 2, IGNORE_INDEX, np.int64)  # [CLS] chars [SEP]
+                    lab[1 + lo - a:1 + hi - a] = ids[lo:hi]
+                    rec["labels"] = lab
+                    records.append(rec)
+        notes = []
+        if len(sentences) < len(examples):
+            notes.append(f"{len(examples) - len(sentences)} empty training sentences have nothing to learn from")
+        n_cut = sum(len(ws) > 1 for ws in windows)
+        if n_cut:
+            notes.append(f"{n_cut} training sentences longer than {self.settings.max_seq_len - 2} chars were cut at "
+                         f"word/entity boundaries into {sum(len(ws) for ws in windows if len(ws) > 1)} windows"
+                         + (f"; {trimmed} chars of chunks longer than a window were left unlabelled"
+                            if trimmed else ""))
+        return records, notes
+
+    def loss(self, model, encoded, batch):
+        labels = batch["labels"]  # [B, L]: IGNORE_INDEX at [CLS]/[SEP], padding and trimmed chars
+        mask = labels != IGNORE_INDEX
+        out = model.head(encoded.hidden, mask, labels)
+        if model.head.crf is not None:  # a CRF's emissions alone are not its decisions: no per-token accuracy
+            return out.loss, {}
+        with torch.no_grad():
+            correct = ((out.logits.argmax(-1) == labels) & mask).sum()
+        return out.loss, {"acc": (correct, mask.sum())}
+
+    @torch.no_grad()
+    def emissions(self, model, inputs, sentences: Sequence[Sequence[str]], batch_size: int) -> list[np.ndarray]:
+        """Per sentence, emission scores [n, C] float32 merged over its windows."""
+        windows = [self._windows(len(chars)) if chars else [] for chars in sentences]
+        records = inputs.char_windows(sentences, windows)
+        flat = [(i, w, rec) for i, recs in enumerate(records) for w, rec in enumerate(recs)]
+        flat.sort(key=lambda x: -len(x[2]["input_ids"]))  # similar lengths together: little padding
+        per_window: list[list[np.ndarray | None]] = [[None] * len(ws) for ws in windows]
+        device = model.device
+        for b0 in range(0, len(flat), batch_size):
+            part = flat[b0:b0 + batch_size]
+            batch = {k: v.to(device) for k, v in collate([r for _, _, r in part], pad_id=inputs.pad_id).items()}
+            logits = model.head(model.encode(batch).hidden).logits.float().cpu().numpy()  # [B, L, C]
+            for row, (i, w, rec) in enumerate(part):
+                n = len(rec["input_ids"]) - 2
+                per_window[i][w] = logits[row, 1:1 + n]
+        out = []
+        for chars, ws, preds in zip(sentences, windows, per_window):
+            if not chars:
+                out.append(np.zeros((0, len(self.labels)), np.float32))
+            else:
+                out.append(merge_token_predictions(ws, preds, len(chars), reduce="best").astype(np.float32))
+        return out
+
+    @torch.no_grad()
+    def predict(self, model, inputs, examples: Sequence[TaggedSentence], batch_size: int | None = None
+                ) -> list[list[str]]:
+        batch_size = batch_size or self.settings.eval_batch_size
+        was_training = model.training
+        model.eval()
+        try:
+            scores = self.emissions(model, inputs, [s.chars for s in examples], batch_size)
+            return self.decode(model, scores, batch_size)
+        finally:
+            model.train(was_training)
+
+    def decode(self, model, scores: Sequence[np.ndarray], batch_size: int) -> list[list[str]]:
+        """Labels per sentence from merged emissions, decoded over the whole sentence (CRF / constraints)."""
+        out: list[list[str]] = [[] for _ in scores]
+        order = sorted((i for i, s in enumerate(scores) if len(s)), key=lambda i: -len(scores[i]))
+        n_labels = len(self.labels)
+        names = self.labels.labels
+        for b0 in range(0, len(order), batch_size):
+            part = order[b0:b0 + batch_size]
+            width = len(scores[part[0]])
+            em = np.zeros((len(part), width, n_labels), np.float32)
+            mask = np.zeros((len(part), width), bool)
+            for row, i in enumerate(part):
+                em[row, :len(scores[i])] = scores[i]
+                mask[row, :len(scores[i])] = True
+            device = model.device
+            ids = model.head.decode(torch.from_numpy(em).to(device), torch.from_numpy(mask).to(device)).tolist()
+            for row, i in enumerate(part):
+                out[i] = [names[k] for k in ids[row][:len(scores[i])]]
+        return out
+
+    # --- scoring ----------------------------------------------------------------------------------------
+    def evaluate(self, gold: GoldData, predictions: Sequence[Sequence[str]], *, name: str = "model",
+                 train: GoldData | None = None) -> Evaluation:
+        items = [TaggedSentence(g.chars, list(p), name, g.line) for g, p in zip(gold.examples, predictions)]
+        notes = self.data_notes(gold)
+        unseen = self.unseen_labels(gold)
+        if unseen:
+            notes.append(f"{sum(unseen.values())} gold labels ({len(unseen)} distinct: "
+                         f"{', '.join(list(unseen)[:8])}{' …' if len(unseen) > 8 else ''}) are not in the model's "
+                         f"label set; the model never predicts them, so they count as errors")
+        train_words = None
+        if self.name == "cws" and train is not None:
+            train_words = {w for s in train.examples for w in (s.words or [])}
+        return score_predictions(gold, items, pred_name=name, pred_format="model", train_words=train_words,
+                                 train_words_name=None if train is None else train.path,
+                                 known_labels=self.labels.labels, notes=notes)
+
+    # --- output -----------------------------------------------------------------------------------------
+    def format_prediction(self, example: TaggedSentence, prediction: Sequence[str], fmt: str) -> str:
+        chars = example.chars
+        if fmt == "conll":
+            return "".join(f"{c}\t{lab}\n" for c, lab in zip(chars, prediction))
+        text = "".join(chars)
+        if fmt == "json":
+            return json.dumps({"text": text, **self._json_fields(text, prediction)}, ensure_ascii=False)
+        return self._text(text, prediction)
+
+    def _json_fields(self, text: str, labels: Sequence[str]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _text(self, text: str, labels: Sequence[str]) -> str:
+        raise NotImplementedError
+
+
+def words(text: str, labels: Sequence[str]) -> list[Span]:
+    """Words (start, end, tag) of segmentation labels, split at white space; white-space-only words dropped."""
+    out: list[Span] = []
+    for start, end, tag in word_spans(labels):
+        piece_start = None
+        for i in range(start, end + 1):
+            space = i == end or text[i].isspace()
+            if space and piece_start is not None:
+                out.append((piece_start, i, tag))
+                piece_start = None
+            elif not space and piece_start is None:
+                piece_start = i
+    return out
+
+
+@register
+class CwsTask(TaggingTask):
+    name = "cws"
+    description = "Chinese word segmentation (B/M/E/S per char; SIGHAN word P/R/F1, OOV recall)"
+
+    def _json_fields(self, text, labels):
+        return {"words": [{"text": text[s:e], "start": s, "end": e} for s, e, _ in words(text, labels)]}
+
+    def _text(self, text, labels):
+        return " ".join(text[s:e] for s, e, _ in words(text, labels))
+
+
+@register
+class PosTask(TaggingTask):
+    name = "pos"
+    description = "joint word segmentation + POS tagging (B-TAG … per char; word+tag F1)"
+
+    def _json_fields(self, text, labels):
+        return {"words": [{"text": text[s:e], "start": s, "end": e, "tag": t} for s, e, t in words(text, labels)]}
+
+    def _text(self, text, labels):
+        return " ".join(f"{text[s:e]}/{t}" for s, e, t in words(text, labels))
+
+
+@register
+class NerTask(TaggingTask):
+    name = "ner"
+    description = "named entity recognition (BIO/IOBES/BMES per char; strict entity F1)"
+
+    def entities(self, labels: Sequence[str]) -> list[Span]:
+        return spans_from_labels(labels, self.scheme)
+
+    def evaluate(self, gold, predictions, *, name="model", train=None):
+        if gold.info.scheme and gold.info.scheme != self.scheme:
+            # Same entities, written in the gold file's scheme (strictly read: nothing is repaired).
+            predictions = [labels_from_spans(len(p), spans_from_labels(p, self.scheme), gold.info.scheme)
+                           for p in predictions]
+        return super().evaluate(gold, predictions, name=name, train=train)
+
+    def unseen_labels(self, gold):
+        if gold.info.scheme and gold.info.scheme != self.scheme:
+            types = {t for lab in self.labels.labels if "-" in lab for t in [lab.split("-", 1)[1]]}
+            counts = Counter(lab for s in gold.examples for lab in (s.labels or [])
+                             if lab != "O" and lab.split("-", 1)[-1] not in types)
+            return dict(sorted(counts.items()))
+        return super().unseen_labels(gold)
+
+    def _json_fields(self, text, labels):
+        return {"entities": [{"text": text[s:e], "start": s, "end": e, "type": t}
+                             for s, e, t in self.entities(labels)]}
+
+    def _text(self, text, labels):
+        parts, pos = [], 0
+        for s, e, t in self.entities(labels):
+            parts += [text[pos:s], f"[{text[s:e]}]/{t}"]
+            pos = e
+        parts.append(text[pos:])
+        return "".join(parts)
