@@ -1,8 +1,10 @@
 """`zen evaluate`: score predictions against gold data with each benchmark's official metric.
 
 `zen evaluate --task T --gold GOLD --pred PRED` scores any system's output file (formats in
-zencli.tasks.scoring); `zen evaluate MODEL --data FILE` will score a fine-tuned model by producing
-its predictions in memory and handing them to the same `score_predictions`.
+zencli.tasks.scoring); `zen evaluate MODEL --data FILE` scores a fine-tuned model: it predicts the file
+in memory (`zencli.tasks.predict.evaluate_model`) and hands the predictions to the same
+`score_predictions`, so both paths give the same numbers for the same predictions, in the same table
+and JSON.
 """
 
 from __future__ import annotations
@@ -52,10 +54,19 @@ def evaluate(
     pred_format: Optional[str] = typer.Option(
         None, "--pred-format", help="Format of the prediction file, when it differs from --format."
     ),
+    batch_size: Optional[int] = typer.Option(
+        None, "--batch-size", "-b", help="MODEL: inputs per forward pass (default: the model's eval_batch_size)."
+    ),
+    device: str = typer.Option("auto", "--device", help="MODEL: auto, cpu or cuda."),
 ) -> None:
-    """Score predictions: word P/R/F (cws), entity F1 (ner), joint F1 (pos), accuracy, MRR, EM/F1."""
+    """Score predictions: word P/R/F (cws), entity F1 (ner), joint F1 (pos), accuracy, MRR, EM/F1.
+
+    Usage: zen evaluate --task T --gold GOLD --pred PRED, or zen evaluate MODEL --data FILE [--task T]."""
     if model is not None:
-        evaluation = _evaluate_model(model, data, task, gold, pred)
+        if train_words is not None or pred_format is not None:
+            flag = "--train-words" if train_words is not None else "--pred-format"
+            raise ZenError(f"{flag} goes with --gold/--pred; MODEL --data FILE scores the model's own predictions")
+        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device)
     else:
         evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format)
     report = evaluation.to_dict()
@@ -73,12 +84,32 @@ def evaluate(
 
 
 def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold: Optional[Path],
-                    pred: Optional[Path]) -> Evaluation:
+                    pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str) -> Evaluation:
+    import torch
+
+    from zencli.tasks.model import load_task_model
+    from zencli.tasks.predict import evaluate_model
+
     if gold is not None or pred is not None:
         raise ZenError("give either MODEL with --data, or --gold and --pred without a model, not both")
-    raise ZenError(f"{model}: model-based evaluation needs a model fine-tuned with `zen finetune`, which this "
-                   f"version cannot load yet; to score a system's output use "
-                   f"`zen evaluate --task T --gold GOLD --pred PRED`")
+    if data is None:
+        raise ZenError(f"missing --data; expected `zen evaluate {model} --data FILE` (a labelled file of the "
+                       f"model's task)")
+    if not Path(model).exists():
+        raise ZenError(f"{model}: no such model directory; expected a model fine-tuned with `zen finetune` (its "
+                       f"model/ folder), or `zen evaluate --task T --gold GOLD --pred PRED` to score a prediction file")
+    if device not in ("auto", "cpu", "cuda"):
+        raise ZenError(f"--device: expected auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ZenError("--device: cuda requested but torch sees no CUDA GPU")
+    if batch_size is not None and batch_size < 1:
+        raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
+    dev = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
+    loaded = load_task_model(model, device=dev)
+    if task is not None and task != loaded.task.name:
+        raise ZenError(f"--task {task}: {loaded.path} is a {loaded.task.name} model; omit --task or give "
+                       f"--task {loaded.task.name}")
+    return evaluate_model(loaded, data, fmt, batch_size)
 
 
 def _evaluate_files(data: Optional[Path], task: Optional[str], gold: Optional[Path], pred: Optional[Path],

@@ -57,6 +57,7 @@ class Task(ABC):
     main_metric: ClassVar[str]  # key of the score that selects checkpoints, e.g. "f1"
     output_formats: ClassVar[tuple[str, ...]]  # `zen predict --format` choices; the first is the default
     uses_pooled: ClassVar[bool] = True  # False: the head ignores the pooled [CLS] vector (DDP must know)
+    supports_chte: ClassVar[bool] = True  # False: CHTE (a character tagging encoder) cannot serve this task
 
     def __init__(self, settings: TaskSection, state: dict[str, Any]):
         self.settings = settings

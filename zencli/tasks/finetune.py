@@ -96,6 +96,9 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     if cfg.task.name is None:
         raise ZenError("task.name: no task given; use --task (e.g. cws, pos, ner) or a recipe")
     task_cls = task_class(cfg.task.name)
+    if cfg.model.encoder == "chte" and not task_cls.supports_chte:
+        raise ZenError(f"model.encoder: chte encodes characters for tagging tasks (cws, pos, ner); task "
+                       f"{task_cls.name} needs zen2, zen1 or bert")
     if cfg.data.train is None:
         raise ZenError("data.train: no training file; give it in the recipe or with --train")
     settings = replace(cfg.task)
