@@ -20,8 +20,10 @@ def predict(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: stdout)."),
     fmt: Optional[str] = typer.Option(
         None, "--format", "-f",
-        help="text (cws: spaced words; pos: word/TAG; ner: [entity]/TYPE inline), json (one object per line, "
-        "character offsets) or conll (char<TAB>label). Default: text."),
+        help="Output format; the first listed is the task's default. cws/pos/ner: text (spaced words, "
+        "word/TAG, [entity]/TYPE inline), json (one object per line, character offsets), conll "
+        "(char<TAB>label); dc/sa/spm/nli: text (label<TAB>probability), json, label; qa: text (score), "
+        "json; mrc: json (id, answer, start, end), text."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Windows per forward pass "
                                              "(default: the model's eval_batch_size)."),
     chunk_lines: Optional[int] = typer.Option(None, "--chunk-lines", help="Lines read, predicted and written at a "
