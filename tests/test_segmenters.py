@@ -107,20 +107,41 @@ def test_spec_parsing_and_model_segmenter_errors(tmp_path: Path):
         make_segmenter("wmseg", lex)
     with pytest.raises(ZenError, match="expected a model directory"):
         make_segmenter("model:", lex)
-    with pytest.raises(ZenError, match=r"needs a CWS model made by `zen finetune --task cws`.*no config.json"):
+    with pytest.raises(ZenError, match=r"needs a CWS model made by `zen finetune --task cws`.*no such directory"):
         make_segmenter(f"model:{tmp_path / 'nope'}", lex)
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "config.json").write_text(json.dumps({"zen_format": 1, "architecture": "ZenModel"}), encoding="utf-8")
-    with pytest.raises(ZenError, match=r"has no such model \(it is a bare encoder"):
+    with pytest.raises(ZenError, match=r"has no such model \(no task.json"):
         make_segmenter(f"model:{bare}", lex)
-    ner = tmp_path / "ner"
-    ner.mkdir()
-    (ner / "config.json").write_text(json.dumps({"zen_format": 1, "task": "ner"}), encoding="utf-8")
+
+
+def _saved_tagger(tmp_path: Path, task: str) -> Path:
+    from tests.test_tasks_tagging import tiny_model
+    from zencli.tasks.model import save_task_model
+
+    (tmp_path / task).mkdir()
+    _, model, inputs, spec, _ = tiny_model(tmp_path / task, task)
+    return save_task_model(model, inputs, spec, tmp_path / task / "model")
+
+
+def test_model_segmenter_uses_a_cws_model_and_refuses_other_tasks(tmp_path: Path):
+    lex = lexicon_of("北京")
     with pytest.raises(ZenError, match=r"task is 'ner', not 'cws'"):
-        make_segmenter(f"model:{ner}", lex)
-    cws = tmp_path / "cws"
-    cws.mkdir()
-    (cws / "config.json").write_text(json.dumps({"zen_format": 1, "task": "cws"}), encoding="utf-8")
-    with pytest.raises(ZenError, match="no CWS predictor"):
-        make_segmenter(f"model:{cws}", lex)
+        make_segmenter(f"model:{_saved_tagger(tmp_path, 'ner')}", lex)
+    seg = make_segmenter(f"model:{_saved_tagger(tmp_path, 'cws')}", lex)
+    tokens = ["[CLS]", "北", "京", "大", "学", "[SEP]", "a", "##b", "[SEP]"]
+    spans = seg.segment(tokens)
+    # Pieces are consecutive, cover every token once, and special tokens stand alone.
+    assert spans[0][0] == 0 and spans[-1][1] == len(tokens)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    for i, tok in enumerate(tokens):
+        if tok.startswith("["):
+            assert (i, i + 1) in spans
+    # The pieces are the model's words: compare with its own prediction on the characters.
+    loaded = seg.loaded
+    from zencli.data.readers import TaggedSentence
+
+    labels = loaded.task.predict(loaded.model, loaded.inputs, [TaggedSentence(list("北京大学"), None, "t", 0)])[0]
+    ends = [i + 1 for i, label in enumerate(labels) if label[0] in "ES"]
+    assert [e for s, e in spans if 1 <= s < 5] == [e + 1 for e in ends if e < 4] + [5]

@@ -16,14 +16,14 @@ list for no tokens). `make_segmenter(spec, lexicon)` builds one from a spec stri
   its word boundaries are mapped back to token positions, and a token that straddles a jieba boundary
   (a WordPiece piece spanning two jieba words) keeps the piece boundary at the next token boundary.
 - `model:DIR`: a zen CWS model fine-tuned by `zen finetune --task cws` (the role WMSeg plays in the
-  ZEN 2.0 paper). This version of zen has no CWS fine-tuning task yet, so no directory can hold such a
-  model: the spec is parsed and DIR is checked, and the error says what is missing. Once the CWS task
-  lands, `load_model_segmenter` returns its predictor, whose predicted words become the pieces.
+  ZEN 2.0 paper). The model labels the characters of the tokens' surface text (B/M/E/S); a piece ends
+  at a token whose last character ends a predicted word (a word ending inside a token extends to the
+  token's end). Special tokens are pieces of their own. It runs one forward pass per segment, so it is
+  the slowest segmenter; generate shards with `--workers` to use the cores.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -137,28 +137,64 @@ class JiebaSegmenter:
 
 
 def load_model_segmenter(directory: str | Path) -> Segmenter:
-    """`model:DIR`: a zen CWS model made by `zen finetune --task cws` (see the module docstring).
+    """`model:DIR`: a zen CWS model made by `zen finetune --task cws` (DIR or its `model/` folder)."""
+    from zencli.tasks.model import TASK_NAME, load_task_model
 
-    The hook for the CWS predictor: DIR is checked here, and once the CWS task exists its predictor is
-    loaded and returned. Until then every DIR fails with an error that says which part is missing.
-    """
     d = Path(directory)
-    config = d / "config.json"
-    if not d.is_dir() or not config.is_file():
-        raise _no_cws_model(d, "no config.json")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _no_cws_model(d, "config.json is not valid UTF-8 JSON") from None
-    if not isinstance(data, dict) or "zen_format" not in data:
-        raise _no_cws_model(d, "config.json is not a zen model config")
-    task = data.get("task")
-    if task != "cws":
-        raise _no_cws_model(d, f"its task is {task!r}, not 'cws'" if task else "it is a bare encoder, not a CWS model")
-    raise ZenError(
-        f"{d}: this version of zen cannot run CWS models as segmenters yet (no CWS predictor); "
-        f"use --segmenter lexicon or jieba"
-    )
+    if not d.is_dir():
+        raise _no_cws_model(d, "no such directory")
+    if not (d / TASK_NAME).is_file() and not (d / "model" / TASK_NAME).is_file():
+        raise _no_cws_model(d, f"no {TASK_NAME}: not a fine-tuned task model")
+    loaded = load_task_model(d)
+    if loaded.task.name != "cws":
+        raise _no_cws_model(d, f"its task is {loaded.task.name!r}, not 'cws'")
+    return ModelSegmenter(loaded)
+
+
+class ModelSegmenter:
+    """Pieces = words predicted by a zen CWS model over the tokens' surface characters."""
+
+    name = "model"
+
+    def __init__(self, loaded):
+        self.loaded = loaded
+
+    def segment(self, tokens: Sequence[str]) -> list[Span]:
+        from zencli.data.readers import TaggedSentence
+
+        # Runs of ordinary tokens between special tokens; each run is segmented as its own sentence.
+        runs: list[tuple[int, int]] = []
+        start = None
+        for i, tok in enumerate(tokens):
+            if tok in SPECIAL_TOKENS:
+                if start is not None:
+                    runs.append((start, i))
+                start = None
+            elif start is None:
+                start = i
+        if start is not None:
+            runs.append((start, len(tokens)))
+        sentences, owners = [], []
+        for s, e in runs:
+            chars: list[str] = []
+            owner: list[int] = []  # token index of each character
+            for t in range(s, e):
+                tok = tokens[t]
+                surface = tok[len(CONTINUATION):] if tok.startswith(CONTINUATION) else tok
+                chars.extend(surface)
+                owner.extend([t] * len(surface))
+            sentences.append(TaggedSentence(chars, None, "<segmenter>", 0))
+            owners.append(owner)
+        labels = self.loaded.task.predict(self.loaded.model, self.loaded.inputs, sentences) if sentences else []
+        ends = {owner[c] for owner, labs in zip(owners, labels) for c, lab in enumerate(labs) if lab[:1] in ("E", "S")}
+        spans: list[Span] = [(i, i + 1) for i, tok in enumerate(tokens) if tok in SPECIAL_TOKENS]
+        for s, e in runs:
+            piece_start = s
+            for t in range(s, e):
+                if t in ends or t == e - 1:
+                    spans.append((piece_start, t + 1))
+                    piece_start = t + 1
+        return sorted(spans)
 
 
 def _no_cws_model(d: Path, why: str) -> ZenError:
@@ -188,4 +224,7 @@ def describe_segmenter(segmenter: Segmenter) -> str:
         return f"lexicon fmm max_n={segmenter.max_n}"
     if isinstance(segmenter, JiebaSegmenter):
         return segmenter.version
+    if isinstance(segmenter, ModelSegmenter):
+        weights = Path(segmenter.loaded.path) / "model.safetensors"
+        return f"model {segmenter.loaded.path} {weights.stat().st_size} {weights.stat().st_mtime_ns}"
     return type(segmenter).__name__
