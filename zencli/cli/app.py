@@ -36,9 +36,11 @@ def _root(
 def _register() -> None:
     from zencli.cli import bench, evaluate, lexicon, model, quickstart, recipe, vocab
     from zencli.cli import finetune, predict
+    from zencli.cli import data, pretrain
 
     app.command("quickstart")(quickstart.quickstart)
     app.command("evaluate")(evaluate.evaluate)
+    app.command("pretrain")(pretrain.pretrain)
     app.command("finetune")(finetune.finetune)
     app.command("predict")(predict.predict)
     app.add_typer(lexicon.app, name="lexicon")
@@ -46,6 +48,7 @@ def _register() -> None:
     app.add_typer(model.app, name="model")
     app.add_typer(recipe.app, name="recipe")
     app.add_typer(bench.app, name="bench")
+    app.add_typer(data.app, name="data")
 
 
 _register()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from zencli.config.finetune import FinetuneConfig
+from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
 
 Language = Literal["zh", "ar"]
@@ -55,4 +56,4 @@ class LexiconConfig:
 
 
 # job name → settings class; later issues add pretrain/finetune/... here.
-JOBS: dict[str, type] = {"lexicon": LexiconConfig, "finetune": FinetuneConfig}
+JOBS: dict[str, type] = {"lexicon": LexiconConfig, "finetune": FinetuneConfig, "pretrain": PretrainConfig}

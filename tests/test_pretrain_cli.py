@@ -1,0 +1,359 @@
+"""`zen pretrain` and `zen data pretrain` end to end on made-up text with a micro model: outputs, the model
+loading, exporting and fine-tuning, exact resume, two processes, continuing from a BERT checkpoint,
+length-grouped batches, the held-out baseline, recipes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from zencli.cli.app import app
+from zencli.config import list_recipes, load_job_recipe
+from zencli.errors import ZenError
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+# 60 made-up CJK "words" of 1-3 characters; sentences follow a word-level Markov chain (each word has three
+# likely successors), so the lexicon finds n-grams and a model can learn something.
+_CHARS = [chr(c) for c in range(0x4E00 + 300, 0x4E00 + 370)]
+_RNG = random.Random(7)
+_WORDS = ["".join(_RNG.choice(_CHARS) for _ in range(_RNG.choice([1, 2, 2, 3]))) for _ in range(60)]
+
+
+def sentences(n_lines: int, seed: int) -> list[str]:
+    """`n_lines` lines (one document each) of 1-3 sentences of made-up words."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        parts = []
+        for _ in range(rng.randint(1, 3)):
+            w = [rng.randrange(60)]
+            for _ in range(rng.randint(4, 10)):
+                w.append((w[-1] * 7 + rng.choice([1, 2, 3])) % 60)
+            parts.append("".join(_WORDS[i] for i in w) + rng.choice("。！？"))
+        lines.append("".join(parts))
+    return lines
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+MICRO = {
+    "job": "pretrain",
+    "language": "zh",
+    "data": {"build_missing": True, "max_seq_len": 32, "examples_per_shard": 200, "workers": 1,
+             "heldout_examples": 64, "eval_batch_size": 16},
+    "model": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+              "num_hidden_word_layers": 1},
+    "train": {"lr": 2e-3, "warmup_steps": 1, "max_steps": 6, "batch_size": 8, "save_every": 3, "keep_last": 2,
+              "log_every": 1, "eval_every": 3, "precision": "fp32", "num_threads": 1, "tensorboard": False},
+}
+
+
+def micro_recipe(tmp: Path, **sections) -> Path:
+    """A micro recipe over made-up train/dev text in `tmp`; `sections` update its sections."""
+    data = json.loads(json.dumps(MICRO))
+    data["data"]["corpus"] = [str(write(tmp / "text" / "train.txt", sentences(300, 1)))]
+    data["data"]["heldout"] = [str(write(tmp / "text" / "dev.txt", sentences(60, 2)))]
+    data["train"]["output_dir"] = str(tmp / "run")
+    for name, values in sections.items():
+        data[name].update(values)
+    path = tmp / "micro.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def zen(*args: str) -> str:
+    r = runner.invoke(app, list(args), catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def error(*args: str) -> str:
+    r = runner.invoke(app, list(args))
+    assert isinstance(r.exception, ZenError), r.output
+    message = str(r.exception)
+    assert "\n" not in message
+    return message
+
+
+def records(out: Path, kind: str) -> list[dict]:
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if r["kind"] == kind]
+
+
+# --- a whole run -----------------------------------------------------------------------------------------
+
+def test_data_then_pretrain_writes_model_metrics_results_and_the_model_loads_exports_and_finetunes(tmp_path):
+    from zencli.data.shards import IGNORE_INDEX, PretrainShards
+    from zencli.model.pretraining import ZenForPreTraining
+    from zencli.model.sources import load_pretrained
+    from zencli.text.vocab import Vocab
+
+    recipe = micro_recipe(tmp_path)
+    out = tmp_path / "run"
+    summary = json.loads(zen("data", "pretrain", "-r", str(recipe), "--json"))
+    assert summary["train"]["shards_made"] >= 2 and summary["heldout"]["totals"]["examples"] > 64
+    assert summary["built"] == [str(out / "vocab.txt"), str(out / "ngram.txt")]
+    zen("pretrain", "-r", str(recipe), "--quiet")
+
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["steps"] == 6 and results["started_at_step"] == 0
+    assert results["data"]["train"]["shards_made"] == 0  # `zen data pretrain` made them
+    train = records(out, "train")
+    assert [r["step"] for r in train] == list(range(1, 7))
+    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s"):
+        assert all(r[key] is not None for r in train), key
+    assert [r["step"] for r in records(out, "eval")] == [3, 6]
+    held = results["heldout"]
+    last_eval = {k: v for k, v in records(out, "eval")[-1].items() if k not in ("kind", "step")}
+    assert held["examples"] == 64 and held["final"] == pytest.approx(last_eval)
+    assert held["initial"]["mlm_loss"] > held["final"]["mlm_loss"]  # it learned something in 6 steps
+
+    # The baseline is the most frequent training MLM target, scored on the held-out [MASK] positions.
+    train_ds, dev_ds = PretrainShards(out / "data" / "train"), PretrainShards(out / "data" / "heldout")
+    counts = np.bincount(np.concatenate([r["mlm_labels"][r["mlm_labels"] != IGNORE_INDEX]
+                                         for r in (train_ds[i] for i in range(len(train_ds)))]))
+    top = int(counts.argmax())
+    chosen = np.unique(np.linspace(0, len(dev_ds) - 1, 64).round().astype(int))
+    hits = shown = 0
+    mask_id = Vocab.load(out / "vocab.txt").mask_id
+    for i in chosen:
+        rec = dev_ds[int(i)]
+        pos = rec["mlm_labels"] != IGNORE_INDEX
+        is_mask = rec["input_ids"][pos] == mask_id
+        hits += int((rec["mlm_labels"][pos][is_mask] == top).sum())
+        shown += int(is_mask.sum())
+    assert held["baseline"]["prediction_id"] == top
+    assert held["baseline"]["masked_acc"] == pytest.approx(hits / shown)
+
+    model_dir = out / "model"
+    assert {"config.json", "model.safetensors", "vocab.txt", "ngram.txt", "vocab.json"} <= {
+        p.name for p in model_dir.iterdir()}
+    p = load_pretrained(model_dir)
+    assert p.kind == "zen" and isinstance(p.model, ZenForPreTraining)
+    assert (p.model.config.num_hidden_layers, p.model.config.hidden_size) == (2, 32)
+
+    zen("model", "export", str(model_dir), "-o", str(tmp_path / "released"))
+    back = load_pretrained(tmp_path / "released")
+    assert back.kind == "released" and back.model.config.encoder == "zen2"
+    for name, w in p.model.state_dict().items():
+        torch.testing.assert_close(back.model.state_dict()[name], w, rtol=0, atol=0, msg=name)
+
+    # The pretrained model is a starting point for fine-tuning (CWS on the made-up words).
+    rng = random.Random(3)
+    cws = write(tmp_path / "cws.txt", [" ".join(rng.choice(_WORDS) for _ in range(8)) for _ in range(12)])
+    zen("finetune", "--task", "cws", "--train", str(cws), "--model", str(model_dir), "-o", str(tmp_path / "ft"),
+        "--max-steps", "2", "--batch-size", "4", "--quiet")
+    assert (tmp_path / "ft" / "model" / "config.json").is_file()
+
+
+def test_a_second_invocation_resumes_exactly_and_other_settings_are_refused(tmp_path):
+    recipe = micro_recipe(tmp_path)
+    out = tmp_path / "run"
+    zen("pretrain", "-r", str(recipe), "--quiet")
+    first = records(out, "train")
+    ckpts = sorted(p.name for p in (out / "checkpoints").glob("step-*.pt"))
+    assert ckpts == ["step-00000003.pt", "step-00000006.pt"]
+    # As if killed after the step-3 checkpoint: the next start continues from it, bit for bit.
+    (out / "checkpoints" / "step-00000006.pt").unlink()
+    shutil.rmtree(out / "model")
+    zen("pretrain", "-r", str(recipe), "--quiet")
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["started_at_step"] == 3 and results["steps"] == 6
+    again = records(out, "train")
+    assert [r["step"] for r in again] == list(range(1, 7))
+    for a, b in zip(first, again):
+        assert (a["loss"], a["mlm_acc"], a["nsp_acc"]) == (b["loss"], b["mlm_acc"], b["nsp_acc"]), a["step"]
+    assert (out / "model" / "model.safetensors").is_file()
+    # A finished run started again: nothing to train, the model and results are written again.
+    zen("pretrain", "-r", str(recipe), "--quiet")
+    assert json.loads((out / "results.json").read_text(encoding="utf-8"))["started_at_step"] == 6
+    # Other settings in the same directory: refused before anything is built, naming the key.
+    msg = error("pretrain", "-r", str(recipe), "--quiet", "--set", "train.lr=0.01")
+    assert str(out) in msg and "train.lr: 0.002 there, 0.01 now" in msg and "--overwrite" in msg
+    msg = error("pretrain", "-r", str(recipe), "--quiet", "--max-steps", "8")
+    assert "train.max_steps: 6 there, 8 now" in msg
+    zen("pretrain", "-r", str(recipe), "--quiet", "--max-steps", "2", "--overwrite")
+    assert json.loads((out / "results.json").read_text(encoding="utf-8"))["steps"] == 2
+    assert sorted(p.name for p in (out / "checkpoints").glob("step-*.pt")) == ["step-00000002.pt"]
+
+
+def test_two_processes_with_nproc(tmp_path):
+    recipe = micro_recipe(tmp_path, train={"max_steps": 2, "eval_every": 0, "save_every": 0})
+    zen("pretrain", "-r", str(recipe), "--quiet", "--nproc", "2")
+    out = tmp_path / "run"
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["world_size"] == 2 and results["steps"] == 2
+    assert [r["step"] for r in records(out, "train")] == [1, 2]  # rank 0 logs once per step
+    assert (out / "model" / "model.safetensors").is_file()
+
+
+def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
+    from zencli.model.config import ZenConfig
+    from zencli.model.encoder import ZenModel
+    from zencli.model.released import export_released
+    from zencli.model.sources import load_pretrained
+    from zencli.text.vocab_build import build_vocab
+
+    corpus = write(tmp_path / "text" / "train.txt", sentences(300, 1))
+    dev = write(tmp_path / "text" / "dev.txt", sentences(60, 2))
+    vocab = build_vocab([corpus]).vocab
+    vocab.save(tmp_path / "vocab.txt")
+    torch.manual_seed(0)
+    bert = ZenModel(ZenConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                              intermediate_size=64, max_position_embeddings=64, encoder="bert"))
+    export_released(bert, tmp_path / "bert", vocab=tmp_path / "vocab.txt")
+    out = tmp_path / "run"
+    sets = [f"init.pretrained={tmp_path / 'bert'}", f"data.corpus=[{corpus}]", f"data.heldout=[{dev}]",
+            "data.ngram=null", "data.build_missing=true", "data.max_seq_len=32", "data.workers=1",
+            "data.heldout_examples=32", "model.num_hidden_word_layers=1", "train.max_steps=2", "train.warmup_steps=1",
+            "train.batch_size=8", "train.precision=fp32", "train.num_threads=1", "train.eval_every=0",
+            "train.tensorboard=false", f"train.output_dir={out}"]
+    zen("pretrain", "-r", "pretrain-zh-from-bert", "--quiet", *[x for s in sets for x in ("--set", s)])
+    p = load_pretrained(out / "model")
+    cfg = p.model.config
+    assert cfg.encoder == "zen2" and cfg.num_hidden_layers == 2 and cfg.num_hidden_word_layers == 1
+    assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
+    assert not (out / "vocab.txt").exists()  # the checkpoint's vocabulary was used, not a new one
+    torch.testing.assert_close(p.model.bert.embeddings.word_embeddings.weight,
+                               bert.embeddings.word_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
+
+
+# --- batches of similar length ---------------------------------------------------------------------------
+
+def test_length_grouped_batches_cover_the_data_resume_and_split_across_ranks():
+    from zencli.tasks.pretraining import LengthGroupedBatches
+
+    lengths = np.random.default_rng(0).integers(5, 129, 1003)
+
+    def stream(world: int, rank: int, n: int, start: dict | None = None) -> tuple[list[list[int]], dict]:
+        b = LengthGroupedBatches(lengths, lambda ids: [int(i) for i in ids], seed=3, group=50)
+        b.configure(micro_batch_size=8 // world, rank=rank, world_size=world)
+        if start is not None:
+            b.load_state(start)
+        it = iter(b)
+        return [next(it) for _ in range(n)], b.state()
+
+    epoch, _ = stream(1, 0, 125)  # 1003 // 8 = 125 steps per epoch
+    seen = [i for batch in epoch for i in batch]
+    assert len(seen) == len(set(seen)) == 1000
+    def padding(batches) -> float:  # padded tokens / real tokens
+        return sum(max(lengths[b]) * len(b) for b in batches) / sum(lengths[b].sum() for b in batches)
+
+    assert padding(epoch) < 1.05
+    assert padding(np.random.default_rng(1).permutation(1000).reshape(-1, 8)) > 1.4  # random batches
+    first, state = stream(1, 0, 40)
+    rest, _ = stream(1, 0, 100, start=state)
+    assert first + rest == stream(1, 0, 140)[0]  # seeking continues exactly, across the epoch boundary
+    halves = [stream(2, r, 20)[0] for r in (0, 1)]
+    assert [a + b for a, b in zip(*halves)] == stream(1, 0, 20)[0]
+
+
+# --- recipes and errors ----------------------------------------------------------------------------------
+
+def test_pretrain_recipes_are_valid_and_match_the_paper():
+    names = [n for n in list_recipes() if n.startswith("pretrain-")]
+    assert {"pretrain-zh-tiny", "pretrain-zh-base", "pretrain-zh-large", "pretrain-ar-tiny",
+            "pretrain-zh-from-bert"} <= set(names)
+    for name in names:
+        assert load_job_recipe(name).job == "pretrain"
+    base, large = load_job_recipe("pretrain-zh-base"), load_job_recipe("pretrain-zh-large")
+    for cfg, arch, batch in ((base, (12, 12, 768, 6), 24_576), (large, (24, 16, 1024, 6), 8_192)):
+        m, t = cfg.model, cfg.train
+        assert (m.num_hidden_layers, m.num_attention_heads, m.hidden_size, m.num_hidden_word_layers) == arch
+        assert (t.batch_size, t.max_steps, t.warmup_steps, t.lr) == (batch, 600_000, 36_000, 1e-4)
+        assert t.micro_batch_size(8) * 8 * t.grad_accum == batch
+    ar = load_job_recipe("pretrain-ar-tiny")
+    assert ar.language == "ar" and ar.data.corpus == [Path("../shared/data/ar/quran-uthmani.txt")]
+    assert load_job_recipe("pretrain-zh-from-bert").init.pretrained is not None
+
+
+def test_recipe_errors_name_the_key(tmp_path):
+    recipe = str(micro_recipe(tmp_path))
+    msg = error("pretrain", "-r", recipe, "--set", "data.corpuss=[x.txt]")
+    assert "unknown key 'data.corpuss'" in msg and "data.corpus" in msg
+    assert "model.hidden_size" in error("pretrain", "-r", recipe, "--set", "model.hidden_size=30")
+    assert "data.max_seq_len" in error("pretrain", "-r", recipe, "--set", "data.max_seq_len=3")
+    assert "masking.rate" in error("pretrain", "-r", recipe, "--set", "masking.rate=1.5")
+    assert "`zen lexicon`" in error("pretrain", "-r", "lexicon-zh-pd98")
+    assert "data.corpus: no corpus files" in error("pretrain", "-o", str(tmp_path / "x"))
+    assert "no such file" in error("pretrain", "-r", recipe, "--set", "data.corpus=[nope.txt]")
+    msg = error("pretrain", "-r", recipe, "--set", "data.build_missing=false", "-o", str(tmp_path / "y"))
+    assert msg.startswith("data.vocab: not given") and "build_missing" in msg
+
+
+def test_bad_inputs_are_one_line_errors_in_real_processes(tmp_path):
+    from zencli.text.vocab_build import build_vocab
+
+    base = micro_recipe(tmp_path)
+    corpus = Path(yaml.safe_load(base.read_text(encoding="utf-8"))["data"]["corpus"][0])
+    vocab = tmp_path / "vocab.txt"
+    build_vocab([corpus]).vocab.save(vocab)
+    foreign = write(tmp_path / "foreign-ngram.txt", [f"{a} {b},{30 - i}" for i, (a, b) in enumerate(
+        zip("αβγδεζηθ", "ικλμνξοπ"))])  # tokens the vocabulary does not have
+    other = tmp_path / "other-run"
+    (other / "checkpoints").mkdir(parents=True)
+    (other / "run.json").write_text('{"fingerprint": "abc"}\n', encoding="utf-8")
+    one_doc = write(tmp_path / "one-doc.txt", ["".join(sentences(20, 5))])
+    blank = write(tmp_path / "blank.txt", ["", "  ", "", "\t"])
+    cases = {
+        "one document": (["--set", f"data.corpus=[{one_doc}]"], [str(one_doc), "single document"]),
+        "blank lines": (["--set", f"data.corpus=[{blank}]"], [str(blank), "no text to pretrain on"]),
+        "lexicon vs vocab": (["--set", f"data.vocab={vocab}", "--set", f"data.ngram={foreign}"],
+                             [str(foreign), "does not match the vocabulary"]),
+        "another run": (["-o", str(other)], [str(other), "another run's checkpoints"]),
+    }
+    procs = {}
+    for name, (args, _) in cases.items():
+        out = ["-o", str(tmp_path / f"out-{len(procs)}")] if "-o" not in args else []
+        procs[name] = subprocess.Popen([sys.executable, "-m", "zencli", "pretrain", "-r", str(base), "--quiet",
+                                        *out, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+    for name, p in procs.items():
+        _, err = p.communicate(timeout=120)
+        lines = err.strip().splitlines()
+        assert p.returncode == 2, (name, err)
+        assert len(lines) == 1 and lines[0].startswith("zen: error: "), (name, err)
+        for part in cases[name][1]:
+            assert part in lines[0], (name, lines[0])
+    assert sorted(p.name for p in other.iterdir()) == ["checkpoints", "run.json"]  # left as it was
+
+
+# --- the tiny recipe on PD98 (slow: ~10 minutes; ZEN_SLOW=1) ----------------------------------------------
+
+PD98 = ROOT.parent / "shared" / "data" / "pd98" / "raw"
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.skipif(not PD98.is_dir(), reason="shared PD98 data not present")
+def test_tiny_recipe_on_pd98_learns(tmp_path, monkeypatch):
+    """The acceptance run: the MLM loss ends far below its start, held-out masked-char accuracy far above
+    always guessing the most frequent character, and the model exports to the released layout."""
+    monkeypatch.chdir(ROOT)  # the recipe's paths are relative to the repository root
+    out = tmp_path / "run"
+    zen("pretrain", "-r", "pretrain-zh-tiny", "-o", str(out), "--quiet")
+    r = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    held = r["heldout"]
+    assert held["final"]["mlm_loss"] < held["initial"]["mlm_loss"] - 3
+    assert held["final"]["mlm_loss"] < held["baseline"]["mlm_loss"] - 1
+    assert held["final"]["masked_acc"] > 3 * held["baseline"]["masked_acc"]
+    assert r["last_train_record"]["mlm_loss"] < r["first_train_record"]["mlm_loss"] - 3
+    zen("model", "export", str(out / "model"), "-o", str(tmp_path / "released"))
+    assert (tmp_path / "released" / "pytorch_model.bin").is_file()
