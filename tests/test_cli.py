@@ -50,7 +50,7 @@ def test_quickstart_runs_on_shared_data(tmp_path: Path):
     data = REPO.parent / "shared" / "data" / "pd98" / "raw"
     if not (data / "train.txt").exists():
         pytest.skip("shared data not present")
-    r = _zen("quickstart", "-o", str(tmp_path / "qs"), "--show", "1")
+    r = _zen("quickstart", "-o", str(tmp_path / "qs"), "--show", "1", "--steps", "30")
     assert r.returncode == 0, r.stderr
     import json
 
@@ -58,3 +58,6 @@ def test_quickstart_runs_on_shared_data(tmp_path: Path):
     assert summary["ngrams"] > 10_000 and summary["examples"][0]["ngrams"]
     m = summary["examples"][0]["ngrams"][0]
     assert summary["examples"][0]["text"][m["start"] : m["end"]] == m["text"]
+    # The CWS model trained, was scored on test and segmented the held-out line without losing text.
+    assert summary["cws"]["test"]["main_score"] > 0.5
+    assert summary["cws"]["segmented"][0].replace(" ", "") == summary["examples"][0]["text"].replace(" ", "")
