@@ -12,9 +12,9 @@ paper's trainable W_r (eq. 4) the Transformer-XL way — the sinusoid then has t
 W_r [H,H] maps it to one d-vector per head.
 
 How it is computed: the position term only depends on k−q, so (Q+v)·R is taken against the 2L−1
-distinct offsets ([B,A,L,2L−1]) and then skewed into [B,A,L,L] as a strided view. That matrix, scaled and
-plus the padding mask, is the additive `attn_mask` of `scaled_dot_product_attention`, which computes the
-(Q+u)·K term, the softmax, dropout and ·V.
+distinct offsets ([B,A,L,2L−1], with Q+v scaled by 1/√d first: a [.., d] product instead of an [.., L]
+one) and then skewed into [B,A,L,L] as a strided view. That matrix plus the padding mask is the additive
+bias of `attention.attend`, which computes the (Q+u)·K term, the softmax, dropout and ·V.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from zencli.model.attention import merge_heads, split_heads
+from zencli.model.attention import attend, merge_heads, split_heads
 from zencli.model.config import ZenConfig
 
 
@@ -84,11 +83,9 @@ class RelativeSelfAttention(nn.Module):
         position_bias = self.r_w_bias.to(q.dtype)[:, None, :]  # v: [A,1,d]
 
         R = self.position_table(L, x.device).to(q.dtype)
-        by_offset = torch.matmul(q + position_bias, R.transpose(-1, -2))  # [B,A,L,2L−1]
-        position_term = skew(by_offset) * (1.0 / math.sqrt(self.head_size))  # [B,A,L,L]
-        bias = (position_term + mask).to(q.dtype)
+        scaled = (q + position_bias) * (1.0 / math.sqrt(self.head_size))
+        by_offset = torch.matmul(scaled, R.transpose(-1, -2))  # [B,A,L,2L−1]
+        bias = skew(by_offset) + mask.to(q.dtype)  # [B,A,L,L]
 
-        ctx = F.scaled_dot_product_attention(
-            q + content_bias, k, v, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0
-        )
+        ctx = attend(q + content_bias, k, v, bias, self.dropout_p if self.training else 0.0)
         return merge_heads(ctx)
