@@ -12,43 +12,15 @@ from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
 from zencli.errors import ZenError
 
 
-def _set(data: dict[str, Any], key: str, value: Any) -> None:
-    node = data
-    *parents, last = key.split(".")
-    for part in parents:
-        nxt = node.get(part)
-        if nxt is None:
-            nxt = node[part] = {}
-        elif not isinstance(nxt, dict):
-            raise ZenError(f"recipe: '{part}' is not a section")
-        node = nxt
-    node[last] = value
-
-
 def build_config(recipe: str | None, overrides: list[str], options: dict[str, Any]):
     """Recipe (or the defaults) < --set overrides < command-line options, validated once."""
-    from zencli.config import from_dict
     from zencli.config.finetune import FinetuneConfig
-    from zencli.config.loading import apply_overrides, read_recipe_data
+    from zencli.config.loading import build_job_config
 
-    if recipe is None:
-        data, source = {}, "command line"
-    else:
-        data, path = read_recipe_data(recipe)
-        source = str(path)
-        job = data.get("job", "finetune")
-        if job != "finetune":
-            raise ZenError(f"{path}: job: this recipe is for `zen {job}`, not `zen finetune`")
-    data = apply_overrides(data, list(overrides or []))
-    for key, value in options.items():
-        if value is None:
-            continue
-        if key == "train.max_steps":
-            data["epochs"] = None  # an explicit step count wins over the recipe's epochs
-        _set(data, key, str(value) if isinstance(value, Path) else value)
-    if recipe is not None and (overrides or any(v is not None for v in options.values())):
-        source += " (with command-line settings)"
-    return from_dict(FinetuneConfig, data, source=source)
+    if options.get("train.max_steps") is not None:  # an explicit step count wins over any epochs
+        options = {k: v for k, v in options.items() if k != "epochs"}
+        overrides = [*overrides, "epochs=null"]
+    return build_job_config(FinetuneConfig, "finetune", recipe, overrides, options)
 
 
 def finetune(

@@ -226,3 +226,32 @@ def load_recipe(cls: type[T], name_or_file: str | Path | None, overrides: list[s
     if overrides:
         source += " (with --set)"
     return from_dict(cls, data, source=source)
+
+
+def build_job_config(cls: type[T], job: str, recipe: str | Path | None, overrides: list[str],
+                     options: dict[str, Any]) -> T:
+    """Settings of a command: recipe (or the defaults) < `--set` overrides < plain command-line options
+    (dotted keys; None = not given), validated once so every error names the key."""
+    if recipe is None:
+        data, source = {}, "command line"
+    else:
+        data, path = read_recipe_data(recipe)
+        source = str(path)
+        if data.get("job", job) != job:
+            raise ZenError(f"{path}: job: this recipe is for `zen {data['job']}`, not `zen {job}`")
+    data = apply_overrides(data, list(overrides or []))
+    given = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items() if v is not None}
+    for key, value in given.items():
+        node = data
+        *parents, last = key.split(".")
+        for part in parents:
+            nxt = node.get(part)
+            if nxt is None:
+                nxt = node[part] = {}
+            elif not isinstance(nxt, dict):
+                raise ZenError(f"{source}: '{part}' is not a section")
+            node = nxt
+        node[last] = value
+    if recipe is not None and (overrides or given):
+        source += " (with command-line settings)"
+    return from_dict(cls, data, source=source)

@@ -32,6 +32,7 @@ input is kept and tagged like any character; in text and json output a word neve
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -269,11 +270,13 @@ class TaggingTask(Task):
             return json.dumps({"text": text, **self._json_fields(text, prediction)}, ensure_ascii=False)
         return self._text(text, prediction)
 
+    @abstractmethod
     def _json_fields(self, text: str, labels: Sequence[str]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The task's JSON fields of one prediction (words, tagged words or entities with offsets)."""
 
+    @abstractmethod
     def _text(self, text: str, labels: Sequence[str]) -> str:
-        raise NotImplementedError
+        """The task's plain-text rendering of one prediction."""
 
 
 def words(text: str, labels: Sequence[str]) -> list[Span]:
