@@ -85,6 +85,9 @@ def setup(device: str = "auto") -> DistContext:
 
 def teardown(ctx: DistContext) -> None:
     if ctx.owns_group and dist.is_initialized():
+        # All ranks leave together: a rank that destroys the group while another is still in a final
+        # collective (rank 0 saving) can abort gloo's threads ("terminate called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
 
 
