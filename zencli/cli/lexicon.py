@@ -31,16 +31,10 @@ STYLE = typer.Option(None, "--style", help="ngram.txt style: tokens (ZEN 2.0, `å
 
 def _config(recipe, overrides, **options):
     """Recipe (or defaults) < --set overrides < plain options; validated like a recipe."""
-    from zencli.config import from_dict, load_job_recipe, to_dict
+    from zencli.config.loading import build_job_config
     from zencli.config.schema import LexiconConfig
 
-    cfg = load_job_recipe(recipe, overrides, expected_job="lexicon")
-    given = {k: (str(v) if isinstance(v, Path) else v) for k, v in options.items() if v is not None}
-    if not given:
-        return cfg
-    data = to_dict(cfg)
-    data.update(given)
-    return from_dict(LexiconConfig, data, source="command line")
+    return build_job_config(LexiconConfig, "lexicon", recipe, overrides, options)
 
 
 def _mib(n: int) -> str:
