@@ -39,6 +39,9 @@ gradients are averaged after it); unscale (fp16); clip the global norm; AdamW (d
 (row-sparse tables) step; zero gradients. Then, as due: log (rank 0: progress, metrics.jsonl,
 TensorBoard), evaluate, checkpoint (atomic, keep the last `keep_last`; always at the end).
 
+With `max_minutes`, the run fits its step count and LR schedule into that wall-clock budget after timing
+its first steps, and stops at the budget at the latest (zencli.train.budget); `max_steps` is the cap.
+
 Outputs in `output_dir`: run.json (resolved settings + fingerprint), metrics.jsonl, checkpoints/,
 tensorboard/. Resuming (`resume: auto`, the default) continues from the newest checkpoint there: model,
 optimizer moments, grad scaler, RNG states of every process and data positions are restored, so the
@@ -79,6 +82,7 @@ from zencli.train.checkpoint import (
     seed_everything,
     set_rng_state,
 )
+from zencli.train.budget import TimeBudget
 from zencli.train.data import ResumableBatches, to_device
 from zencli.train.optim import (
     build_optimizers,
@@ -111,6 +115,7 @@ class TrainResult:
     stopped_early: bool = False
     elapsed_s: float = 0.0
     tokens: int = 0  # tokens processed by this invocation, all processes
+    planned_steps: int = 0  # max_steps, or the steps fitted into max_minutes
 
 
 def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: TrainSettings, *,
@@ -210,6 +215,8 @@ class _Trainer:
                                            eps=s.adam_eps, weight_decay=s.weight_decay,
                                            sparse_tables=self.sparse_tables)
         self.scaler = grad_scaler(self.precision, ctx.device)
+        self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
+        self.total_steps = s.max_steps
         self.schedule = LinearWarmupDecay(s.lr, s.warmup_steps, s.max_steps)
         self.micro_batch = s.micro_batch_size(ctx.world_size)
         self.data.configure(micro_batch_size=self.micro_batch, rank=ctx.rank, world_size=ctx.world_size)
@@ -281,6 +288,9 @@ class _Trainer:
             opt.load_state_dict(sd)
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
+        if self.budget is not None and state.get("budget"):
+            self.budget.load_state_dict(state["budget"])
+            self._plan(self.budget.total_steps)
         ev = state["eval"]
         self.best_value, self.best_step, self.best_metrics = ev["best_value"], ev["best_step"], ev["best_metrics"]
         self.bad_evals, self.stopped_early = ev["bad_evals"], ev["stopped_early"]
@@ -314,7 +324,7 @@ class _Trainer:
         forward_model = self.model
         if ctx.distributed:
             forward_model = D.wrap_ddp(self.model, ctx, self.sparse_names, s.find_unused_parameters)
-        self.progress = ProgressDisplay(s.max_steps, start_step, self.console, enabled=self.show_progress)
+        self.progress = ProgressDisplay(self.total_steps, start_step, self.console, enabled=self.show_progress)
         self.metrics_log = MetricsLog(self.out, s.tensorboard) if ctx.is_main else None
         for text in [self._banner(start_step), *self.notes]:
             self._say(text)
@@ -323,8 +333,9 @@ class _Trainer:
         window = _Window(ctx.device)
         batches = iter(self.data)
         try:
-            done = step >= s.max_steps or self.stopped_early
+            done = step >= self.total_steps or self.stopped_early
             while not done:
+                step_t0 = time.perf_counter()
                 factor = self.schedule.factor(step)
                 for opt in self.optimizers:
                     for group in opt.param_groups:
@@ -357,13 +368,20 @@ class _Trainer:
                     opt.zero_grad(set_to_none=True)
                 step += 1
                 window.steps += 1
+                last = self._after_step(step, time.perf_counter() - step_t0, step == start_step + 1)
                 self.progress.advance(step)
-                last = step >= s.max_steps
                 logged = step % s.log_every == 0 or last
                 if logged:
                     tokens_total += self._log(step, window, factor * s.lr, skipped, time.perf_counter() - t0)
                 if self.eval_fn is not None and ((s.eval_every and step % s.eval_every == 0) or last):
+                    eval_t0 = time.perf_counter()
                     self._evaluate(step)
+                    if self.budget is not None and not last:
+                        seconds = D.broadcast_object(time.perf_counter() - eval_t0, ctx)
+                        if self.budget.refit(step, seconds, s.eval_every):
+                            self._plan(self.budget.total_steps)
+                            self._say(f"time budget: evaluations take {seconds:.1f} s; the run now ends at "
+                                      f"step {self.total_steps:,}")
                 done = last or self.stopped_early
                 if (s.save_every and step % s.save_every == 0) or done:
                     self._save(step)
@@ -382,7 +400,34 @@ class _Trainer:
                            checkpoint=self.last_checkpoint or self.ckdir.latest(),
                            best_step=self.best_step, best_value=self.best_value, best_metrics=self.best_metrics,
                            stopped_early=self.stopped_early, elapsed_s=time.perf_counter() - t0,
-                           tokens=int(tokens_total))
+                           tokens=int(tokens_total), planned_steps=self.total_steps)
+
+    def _after_step(self, step: int, seconds: float, first: bool) -> bool:
+        """Time-budget bookkeeping after optimizer step `step`; True when it is the run's last."""
+        budget = self.budget
+        if budget is None:
+            return step >= self.total_steps
+        budget.record_step(seconds, first)
+        if budget.fit(step):
+            planned = D.broadcast_object(budget.total_steps, self.ctx)  # every process plans like rank 0
+            budget.total_steps = planned
+            self._plan(planned)
+            self._say(f"time budget {self.s.max_minutes:g} min: {budget.step_seconds():.3f} s per step → "
+                      f"{planned:,} steps" + (f" (max_steps {self.s.max_steps:,})" if planned < self.s.max_steps
+                                             else ""))
+        spent = D.broadcast_object(budget.spent(), self.ctx)
+        if spent and step < self.total_steps:
+            self._say(f"time budget {self.s.max_minutes:g} min spent at step {step:,} of {self.total_steps:,}")
+        return step >= self.total_steps or spent
+
+    def _plan(self, total: int) -> None:
+        """Run `total` steps: the schedule warms up over the same share of the run and decays to its end."""
+        s = self.s
+        self.total_steps = total
+        warmup = min(s.warmup_steps, round(s.warmup_steps * total / s.max_steps))
+        self.schedule = LinearWarmupDecay(s.lr, warmup, total)
+        if getattr(self, "progress", None) is not None:
+            self.progress.set_total(total)
 
     # --- logging, evaluation, checkpoints ------------------------------------------------------------
 
@@ -467,6 +512,7 @@ class _Trainer:
                 "model": self.model.state_dict(),
                 "optimizers": [opt.state_dict() for opt in self.optimizers],
                 "scaler": self.scaler.state_dict(), "schedule": self.schedule.state_dict(),
+                "budget": self.budget.state_dict() if self.budget is not None else None,
                 "rng": rngs, "data": data_states, "world_size": ctx.world_size,
                 "eval": {"best_value": self.best_value, "best_step": self.best_step,
                          "best_metrics": self.best_metrics, "bad_evals": self.bad_evals,

@@ -79,6 +79,11 @@ class ProgressDisplay:
             self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
             self._progress.start()
 
+    def set_total(self, total_steps: int) -> None:
+        self.total = total_steps
+        if self._progress is not None:
+            self._progress.update(self._task, total=total_steps)
+
     def advance(self, step: int) -> None:
         if self._progress is not None:
             self._progress.update(self._task, completed=step)

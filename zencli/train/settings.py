@@ -36,6 +36,10 @@ class TrainSettings:
     lr: float = 1e-4
     warmup_steps: int = 0
     max_steps: int = 1000
+    # Wall-clock budget of the run (evaluations and checkpoints included): the loop times its first steps,
+    # then shortens the run (and its LR decay) to the steps that fit, and stops at the budget at the latest.
+    # The step count then depends on the machine's speed; max_steps stays the upper bound.
+    max_minutes: float | None = None
     batch_size: int = 32
     grad_accum: int = 1
     clip_norm: float = 1.0  # 0: no clipping (the norm is still logged)
@@ -77,6 +81,7 @@ class TrainSettings:
         need(self.warmup_steps >= 0, "warmup_steps", "an integer >= 0")
         need(self.max_steps >= 1, "max_steps", "an integer >= 1")
         need(self.warmup_steps <= self.max_steps, "warmup_steps", f"<= max_steps ({self.max_steps})")
+        need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "a number of minutes > 0 or null")
         need(self.batch_size >= 1, "batch_size", "an integer >= 1")
         need(self.grad_accum >= 1, "grad_accum", "an integer >= 1")
         need(self.batch_size % self.grad_accum == 0, "batch_size",
@@ -109,4 +114,7 @@ class TrainSettings:
         return self.batch_size // per_step
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in FINGERPRINT_KEYS}
+        fields = {k: getattr(self, k) for k in FINGERPRINT_KEYS}
+        if self.max_minutes is not None:  # only when set, so runs without a budget keep their fingerprints
+            fields["max_minutes"] = self.max_minutes
+        return fields
