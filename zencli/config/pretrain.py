@@ -110,12 +110,15 @@ class ModelSection:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     relative_projection: bool = False  # ZEN 2.0 paper's trainable W_r (the released model has none)
+    # n-gram fusion weights: frequency (ZEN 2.0) or binary (ZEN 1.0); null: the encoder's own (ablations set it)
+    ngram_weighting: Literal["frequency", "binary"] | None = None
 
     def zen_config_kwargs(self) -> dict:
         """The ZenConfig keys this section sets (vocab_size / word_size come from the files)."""
         keys = ("encoder", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                 "num_hidden_word_layers", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
-                "max_position_embeddings", "type_vocab_size", "initializer_range", "relative_projection")
+                "max_position_embeddings", "type_vocab_size", "initializer_range", "relative_projection",
+                "ngram_weighting")
         return {k: getattr(self, k) for k in keys}
 
     def validate(self) -> None:

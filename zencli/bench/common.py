@@ -1,0 +1,64 @@
+"""Small pieces the benchmarks share: where a dataset lives and what machine a measurement ran on."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from zencli.errors import ZenError
+
+
+def dataset_dir(data: Path | None, name: str = "pd98") -> Path:
+    """`data` when given, else the dataset locator's directory for `name` (`zencli.datasets.locate`: the
+    cache, $ZEN_DATA, or a fetch). Either holds the shared layout (raw/, cws/, ner/, ...)."""
+    if data is not None:
+        d = Path(data)
+        if not d.is_dir():
+            raise ZenError(f"--data: {d} is not a directory; expected a dataset directory (raw/, cws/, ner/ ...)")
+        return d
+    from zencli.datasets import locate  # lazily: the locator may fetch and convert the corpus
+
+    return Path(locate(name))
+
+
+def need_file(path: Path, what: str) -> Path:
+    """`path` if it is a file, else a one-line error saying what it should have been."""
+    if not path.is_file():
+        raise ZenError(f"{path}: no such file; expected {what}")
+    return path
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo), None where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_facts() -> dict[str, Any]:
+    """What a measurement ran on: CPUs, load, torch / numpy / Python versions, platform."""
+    import numpy as np
+    import torch
+
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numpy": np.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "load_avg": load,
+    }
