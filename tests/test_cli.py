@@ -43,21 +43,3 @@ def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path):
     r = _zen("lexicon", "build", str(bad), "-o", str(tmp_path / "out" / "ngram.txt"), "--workers", "1")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{bad}:2" in r.stderr and "invalid UTF-8" in r.stderr
-
-
-@pytest.mark.e2e
-def test_quickstart_runs_on_shared_data(tmp_path: Path):
-    data = REPO.parent / "shared" / "data" / "pd98" / "raw"
-    if not (data / "train.txt").exists():
-        pytest.skip("shared data not present")
-    r = _zen("quickstart", "-o", str(tmp_path / "qs"), "--show", "1", "--steps", "30")
-    assert r.returncode == 0, r.stderr
-    import json
-
-    summary = json.loads((tmp_path / "qs" / "quickstart.json").read_text(encoding="utf-8"))
-    assert summary["ngrams"] > 10_000 and summary["examples"][0]["ngrams"]
-    m = summary["examples"][0]["ngrams"][0]
-    assert summary["examples"][0]["text"][m["start"] : m["end"]] == m["text"]
-    # The CWS model trained, was scored on test and segmented the held-out line without losing text.
-    assert summary["cws"]["test"]["main_score"] > 0.5
-    assert summary["cws"]["segmented"][0].replace(" ", "") == summary["examples"][0]["text"].replace(" ", "")

@@ -292,7 +292,7 @@ def test_recipe_errors_name_the_key(tmp_path):
     assert "data.max_seq_len" in error("pretrain", "-r", recipe, "--set", "data.max_seq_len=3")
     assert "masking.rate" in error("pretrain", "-r", recipe, "--set", "masking.rate=1.5")
     assert "`zen lexicon`" in error("pretrain", "-r", "lexicon-zh-pd98")
-    assert "data.corpus: no corpus files" in error("pretrain", "-o", str(tmp_path / "x"))
+    assert "run `zen lexicon --workdir" in error("pretrain", "-o", str(tmp_path / "x"), "--workdir", str(tmp_path / "ws"))
     assert "no such file" in error("pretrain", "-r", recipe, "--set", "data.corpus=[nope.txt]")
     msg = error("pretrain", "-r", recipe, "--set", "data.build_missing=false", "-o", str(tmp_path / "y"))
     assert msg.startswith("data.vocab: not given") and "build_missing" in msg

@@ -1,4 +1,9 @@
-"""`zen finetune`: fine-tune an encoder on a task (zencli.tasks.finetune does the work)."""
+"""`zen finetune`: fine-tune an encoder on a task (zencli.tasks.finetune does the work).
+
+`zen finetune --task T` with no recipe, data or vocabulary is the default pipeline's third step: the task's
+built-in recipe (zencli.workspace.TASK_DEFAULTS: ner → finetune-pd98-ner on PD98 ner/{train,dev,test}.tsv,
+also cws, pos, sa) adapted to a pretrained model, starting from the workspace's `zen pretrain` model (or
+--model), into WORKDIR/finetune-T."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import typer
 
 from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
 from zencli.errors import ZenError
+from zencli.workspace import WORKDIR_OPTION, Workspace
 
 
 def build_config(recipe: str | None, overrides: list[str], options: dict[str, Any]):
@@ -21,6 +27,41 @@ def build_config(recipe: str | None, overrides: list[str], options: dict[str, An
         options = {k: v for k, v in options.items() if k != "epochs"}
         overrides = [*overrides, "epochs=null"]
     return build_job_config(FinetuneConfig, "finetune", recipe, overrides, options)
+
+
+def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any]) -> bool:
+    """The defaults chain applies when nothing says what to train on: no recipe, no data files, and no
+    vocab.txt / ngram.txt of a model built from scratch (on the command line or in --set)."""
+    from zencli.workspace import overridden
+
+    given = any(options.get(k) is not None for k in ("data.train", "data.dev", "data.test", "model.vocab",
+                                                     "model.ngram"))
+    return recipe is None and not given and not overridden(overrides, "data.train", "data.dev", "data.test",
+                                                           "model.vocab", "model.ngram")
+
+
+def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any], *, console=None):
+    """The settings of `zen finetune --task T` on the defaults chain: the task's recipe with its dataset's
+    files, the workspace's pretrained model unless --model (or --set model.pretrained) names one, and
+    WORK/finetune-T as the output; `--set` overrides and options still win."""
+    from zencli.config.loading import parse_override
+    from zencli.workspace import FROM_PRETRAINED, as_overrides, locate_dataset, overridden, task_defaults
+
+    task = options.get("task.name")
+    if task is None:  # --set task.name=T counts as --task T (the last one wins, as in the recipe)
+        named = [value for path, value in map(parse_override, overrides) if path == ["task", "name"]]
+        task = str(named[-1]) if named and named[-1] is not None else None
+    if task is None:
+        raise ZenError("task.name: no task given; use --task ner (or cws, pos, sa) to fine-tune the workspace's "
+                       "pretrained model, or give --recipe / --train")
+    table = task_defaults(task)
+    defaults: dict[str, Any] = dict(FROM_PRETRAINED)
+    if options.get("model.pretrained") is None and not overridden(overrides, "model.pretrained"):
+        defaults["model.pretrained"] = ws.require_pretrained()
+    files = table.files(locate_dataset(table.dataset, console=console))
+    defaults.update({f"data.{split}": path for split, path in files.items()})
+    defaults["train.output_dir"] = ws.finetune_dir(task)
+    return build_config(table.recipe, [*as_overrides(defaults), *overrides], options)
 
 
 def finetune(
@@ -52,13 +93,19 @@ def finetune(
     max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", help="Tokens per input window."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier run in the output directory "
                                    "instead of resuming or refusing."),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Train for at most this many "
+                                                "minutes: the step count and schedule are fitted to it."),
+    workdir: Optional[Path] = WORKDIR_OPTION,
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Fine-tune on a task: CWS / POS / NER and more, from scratch or from a pretrained model.
 
     Evaluates on dev every epoch, keeps the best model by the task's main score, writes dev/test scores
-    as JSON beside the model, and resumes from its checkpoints when run again with the same output."""
+    as JSON beside the model, and resumes from its checkpoints when run again with the same output.
+
+    `zen finetune --task ner` alone (no recipe, data or vocab): the task's built-in recipe on its default
+    data (ner/cws/pos: PD98, sa: sentiment), from the workspace's pretrained model, into WORKDIR/finetune-ner."""
     from zencli.config.loading import to_dict
 
     options = {
@@ -66,9 +113,25 @@ def finetune(
         "model.pretrained": model, "model.encoder": encoder, "task.decoder": decoder, "model.vocab": vocab,
         "model.ngram": ngram, "train.output_dir": output, "epochs": epochs, "train.max_steps": max_steps,
         "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "task.max_seq_len": max_seq_len,
-        "train.overwrite": True if overwrite else None,
+        "train.max_minutes": max_minutes, "train.overwrite": True if overwrite else None,
     }
-    cfg = build_config(recipe, overrides, options)
+    ws = None
+    if uses_workspace(recipe, overrides, options):
+        ws = Workspace.at(workdir)
+        cfg = workspace_config(ws, overrides, options, console=err_console)
+        name = cfg.task.name
+        if Path(cfg.train.output_dir) == ws.finetune_dir(name) and ws.finetune_done(name) and not overwrite:
+            console.print(f"finetune: {name} already fine-tuned in {ws.finetune_dir(name)} (model: "
+                          f"{ws.finetuned_model(name)}); --overwrite trains again · next: "
+                          f"{ws.command('predict < input.txt')}", markup=False, highlight=False, soft_wrap=True)
+            return
+    elif workdir is not None:
+        raise ZenError("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data "
+                       "files or --vocab/--ngram; here those name the run (set its output with --output)")
+    else:
+        cfg = build_config(recipe, overrides, options)
+    if model is not None:
+        _use_model_files(cfg, vocab, ngram)
     if nproc > 1 and not os.environ.get("WORLD_SIZE"):
         _launch(cfg, nproc, to_dict)
         return
@@ -76,7 +139,17 @@ def finetune(
 
     result = run_finetune(cfg, console=err_console, show_progress=not quiet)
     if int(os.environ.get("RANK", "0") or 0) == 0:
-        _report(result)
+        report(result, ws)
+
+
+def _use_model_files(cfg, vocab: Optional[Path], ngram: Optional[Path]) -> None:
+    """--model brings its own vocab.txt / ngram.txt: a recipe's files (meant for a model built from scratch)
+    give way to them, unless they were given on this command line."""
+    d = Path(cfg.model.pretrained)
+    if vocab is None and (d / "vocab.txt").is_file():
+        cfg.model.vocab = None
+    if ngram is None and (d / "ngram.txt").is_file():
+        cfg.model.ngram = None
 
 
 def _launch(cfg, nproc: int, to_dict) -> None:
@@ -94,7 +167,7 @@ def _launch(cfg, nproc: int, to_dict) -> None:
         raise ZenError(f"finetune: a training process exited with status {code}")
 
 
-def _report(result) -> None:
+def report(result, ws: Workspace | None = None) -> None:
     from rich.markup import escape
 
     from zencli.metrics import rich_tables
@@ -111,6 +184,9 @@ def _report(result) -> None:
     early = ", stopped early" if result.stopped_early else ""
     console.print(f"trained {result.step} steps{resumed}{early} in {result.elapsed_s:.1f} s; model: "
                   f"{escape(str(result.model_dir))}", highlight=False)
+    if ws is not None and ws.finetuned_models()[:1] == [result.model_dir]:
+        console.print(f"predict with: {escape(ws.command('predict < input.txt'))}", highlight=False)
+        return
     console.print(f"predict with: zen predict {escape(str(result.model_dir))} < input.txt", highlight=False)
 
 

@@ -1,17 +1,25 @@
-"""`zen lexicon build|count|merge|show`: PMI n-gram lexicon extraction (see zencli/lexicon/)."""
+"""`zen lexicon [build|count|merge|show]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
+
+Bare `zen lexicon` is the first step of the default pipeline: the character vocabulary and the n-gram
+lexicon of the default corpus (PD98 raw/train.txt), into the workspace (zencli.workspace)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
 from zencli.cli.common import OVERRIDES, RECIPE, console
+from zencli.errors import ZenError
+from zencli.workspace import WORKDIR_OPTION, Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
-    "over shards (count, merge); show a lexicon.",
-    no_args_is_help=True,
+    "over shards (count, merge); show a lexicon. Without a subcommand: the default pipeline's first step, "
+    "the vocabulary and lexicon of the default corpus (PD98 raw train) in the workspace.",
+    invoke_without_command=True,
+    no_args_is_help=False,
 )
 
 OUTPUT = typer.Option(None, "--output", "-o", help="ngram.txt to write (a JSON sidecar goes next to it).")
@@ -87,6 +95,71 @@ def _print_top(lexicon, top: int) -> None:
     for i, (g, f) in enumerate(zip(lexicon.ngrams[:top], lexicon.freqs[:top])):
         t.add_row(str(i + 1), " ".join(g) if lexicon.style == "tokens" else "".join(g), str(len(g)), f"{f:,}")
     console.print(t)
+
+
+@app.callback()
+def default(
+    ctx: typer.Context,
+    workdir: Optional[Path] = WORKDIR_OPTION,
+    workers: Optional[int] = WORKERS,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Build them again even if the workspace has them."),
+) -> None:
+    """Without a subcommand: vocab.txt and ngram.txt of the default corpus into WORKDIR/lexicon."""
+    if ctx.invoked_subcommand is not None:
+        if workdir is not None or workers is not None or overwrite:
+            raise ZenError(f"--workdir/--workers/--overwrite before `{ctx.invoked_subcommand}` belong to bare "
+                           f"`zen lexicon`; give the subcommand's own options after its name")
+        return
+    build_workspace_lexicon(Workspace.at(workdir), workers=workers, overwrite=overwrite)
+
+
+def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwrite: bool = False) -> dict:
+    """The default pipeline's first step: the character vocabulary (as `zen pretrain` would build it) and the
+    PMI lexicon (recipe lexicon-zh-pd98) of the default corpus's training text, into WORK/lexicon; then
+    lexicon.json, the summary whose presence marks the step finished. A finished step is not redone unless
+    `overwrite`. Returns the summary."""
+    import json
+    import time
+
+    from zencli.atomic_write import atomic_write_text
+    from zencli.lexicon.extract import build as run_build
+    from zencli.text.vocab import write_sidecar
+    from zencli.text.vocab_build import build_vocab
+    from zencli.workspace import LEXICON_RECIPE, default_corpus
+
+    if ws.lexicon_done() and not overwrite:
+        summary = json.loads(ws.lexicon_summary.read_text(encoding="utf-8"))
+        console.print(f"lexicon: already built ({summary['ngrams']:,} n-grams, {summary['vocab_size']:,} "
+                      f"characters) in {ws.lexicon_dir}; --overwrite builds it again", markup=False, highlight=False,
+                      soft_wrap=True)
+        return summary
+    train, _ = default_corpus(console=console)
+    ws.lexicon_summary.unlink(missing_ok=True)  # unfinished until written again
+    ws.lexicon_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    built = build_vocab([train], language="zh", min_freq=1, lowercase=True)
+    built.vocab.save(ws.vocab)
+    write_sidecar(ws.vocab, built.info)
+    vocab_s = time.perf_counter() - t0
+    console.print(f"vocab: {len(built.vocab):,} tokens (every character of {train}), coverage "
+                  f"{built.info['coverage']:.2%}, {vocab_s:.1f} s → {ws.vocab}", markup=False, highlight=False,
+                  soft_wrap=True)
+    cfg = _config(LEXICON_RECIPE, [], output=ws.ngram, corpus=[str(train)], workers=workers)
+    result = run_build(cfg, console=console)
+    _print_result(result, cfg.output)
+    summary = {
+        "corpus": str(train), "vocab": str(ws.vocab), "vocab_size": len(built.vocab),
+        "vocab_coverage": built.info["coverage"], "ngram": str(ws.ngram), "ngrams": len(result.lexicon),
+        "ngrams_per_length": {str(n): row["selected"] for n, row in sorted(result.per_length.items())
+                              if n >= result.settings["min_n"]},
+        "settings": {k: result.settings[k] for k in ("min_n", "max_n", "min_freq", "min_pmi", "style")},
+        "corpus_chars": result.corpus["chars"], "corpus_lines": result.corpus["lines"],
+        "seconds": {"vocab": round(vocab_s, 3), "lexicon": round(result.times.get("total", 0.0), 3)},
+    }
+    atomic_write_text(ws.lexicon_summary, json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+    console.print(f"wrote {ws.vocab}, {ws.ngram} (+ .json sidecars) and {ws.lexicon_summary}; next: "
+                  f"`{ws.command('pretrain')}`", markup=False, highlight=False, soft_wrap=True)
+    return summary
 
 
 @app.command()

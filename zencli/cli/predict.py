@@ -1,4 +1,7 @@
-"""`zen predict MODEL`: stream text through a fine-tuned model (zencli.tasks.predict does the work)."""
+"""`zen predict [MODEL]`: stream text through a fine-tuned model (zencli.tasks.predict does the work).
+
+Without MODEL it is the default pipeline's last step: the workspace's most recently fine-tuned model
+(WORKDIR/finetune-*/model, zencli.workspace)."""
 
 from __future__ import annotations
 
@@ -11,10 +14,26 @@ from typing import Optional
 import typer
 
 from zencli.errors import ZenError
+from zencli.workspace import WORKDIR_OPTION, Workspace
+
+
+def resolve_model(model: Optional[Path], model_option: Optional[Path], workdir: Optional[Path]) -> Path:
+    """MODEL, or --model, or the workspace's newest fine-tuned model."""
+    if model is not None and model_option is not None and model != model_option:
+        raise ZenError(f"MODEL {model} and --model {model_option} disagree; give one of them")
+    chosen = model if model is not None else model_option
+    if chosen is not None:
+        if workdir is not None:
+            raise ZenError("--workdir: the workspace only picks the model when MODEL is not given; give one of them")
+        return chosen
+    return Workspace.at(workdir).latest_finetuned()
 
 
 def predict(
-    model: Path = typer.Argument(..., help="A fine-tuned model directory (or the output directory of `zen finetune`)."),
+    model: Optional[Path] = typer.Argument(None, help="A fine-tuned model directory (or the output directory of "
+                                           "`zen finetune`). Default: the workspace's newest fine-tuned model."),
+    model_option: Optional[Path] = typer.Option(None, "--model", "-m", help="The same as MODEL."),
+    workdir: Optional[Path] = WORKDIR_OPTION,
     input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="Input file (default: stdin), one "
                                               "example per line."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output file (default: stdout)."),
@@ -32,7 +51,7 @@ def predict(
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
-    Usage: zen predict MODEL < input.txt > output.txt"""
+    Usage: zen predict [MODEL] < input.txt > output.txt   (no MODEL: the latest `zen finetune` of the workspace)"""
     import torch
 
     from zencli.tasks.model import load_task_model
@@ -46,7 +65,14 @@ def predict(
     dev = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
-    loaded = load_task_model(model, device=dev)
+    path = resolve_model(model, model_option, workdir)
+    loaded = load_task_model(path, device=dev)
+    if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
+        from rich.markup import escape
+
+        from zencli.cli.common import err_console
+
+        err_console.print(f"predict: {loaded.task.name} model {escape(str(path))}", highlight=False, soft_wrap=True)
     fmt = loaded.task.check_format(fmt)
 
     if input_path is None:

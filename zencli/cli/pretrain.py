@@ -1,4 +1,8 @@
-"""`zen pretrain`: MLM + NSP pretraining from raw text (zencli.tasks.pretraining does the work)."""
+"""`zen pretrain`: MLM + NSP pretraining from raw text (zencli.tasks.pretraining does the work).
+
+Without --recipe it is the default pipeline's second step: the tiny recipe (pretrain-zh-tiny) on the
+default corpus (PD98 raw train, held-out dev) with the workspace's vocabulary and lexicon from `zen lexicon`,
+into WORKDIR/pretrain (zencli.workspace)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import typer
 
 from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
 from zencli.errors import ZenError
+from zencli.workspace import WORKDIR_OPTION, Workspace
 
 
 def build_config(recipe: str | None, overrides: list[str], options: dict[str, Any]):
@@ -18,6 +23,27 @@ def build_config(recipe: str | None, overrides: list[str], options: dict[str, An
     from zencli.config.pretrain import PretrainConfig
 
     return build_job_config(PretrainConfig, "pretrain", recipe, overrides, options)
+
+
+def uses_workspace(recipe: str | None, overrides: list[str]) -> bool:
+    """The defaults chain applies when nothing says what to pretrain on: no recipe, and no corpus, vocab,
+    lexicon or starting checkpoint given with --set."""
+    from zencli.workspace import overridden
+
+    return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
+
+
+def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any], *, console=None):
+    """The settings of `zen pretrain` on the defaults chain: recipe pretrain-zh-tiny on the default corpus
+    (PD98 raw train, held-out dev) with the workspace's vocab.txt / ngram.txt, writing WORK/pretrain;
+    `--set` overrides and options still win."""
+    from zencli.workspace import PRETRAIN_RECIPE, as_overrides, default_corpus
+
+    vocab, ngram = ws.require_lexicon()
+    train, heldout = default_corpus(console=console)
+    defaults: dict[str, Any] = {"data.corpus": [train], "data.heldout": [heldout], "data.vocab": vocab,
+                                "data.ngram": ngram, "data.build_missing": False, "train.output_dir": ws.pretrain_dir}
+    return build_config(PRETRAIN_RECIPE, [*as_overrides(defaults), *overrides], options)
 
 
 def pretrain(
@@ -32,16 +58,35 @@ def pretrain(
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete this command's earlier outputs in the "
                                    "output directory (shards, checkpoints, model) instead of resuming or refusing."),
     max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps (train.max_steps)."),
+    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Train for at most this many minutes: "
+                                             "the step count and schedule are fitted to it (train.max_minutes)."),
+    workdir: Path | None = WORKDIR_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Pretrain a ZEN 2.0 / ZEN 1.0 / BERT encoder with masked language modelling + next sentence prediction.
 
     Builds a missing vocabulary and lexicon (data.build_missing), makes the pretraining shards, trains
     (checkpoints, resume, DDP), evaluates on held-out text against a unigram baseline, and writes
-    OUTPUT/model (a zen model directory) and OUTPUT/results.json. Run it again to continue."""
+    OUTPUT/model (a zen model directory) and OUTPUT/results.json. Run it again to continue.
+
+    Without --recipe (or a corpus, vocab, lexicon or checkpoint in --set): the tiny ZEN 2.0 recipe
+    (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain."""
     options = {"train.output_dir": output, "train.resume": resume, "train.max_steps": max_steps,
-               "train.overwrite": True if overwrite else None}
-    cfg = build_config(recipe, overrides, options)
+               "train.max_minutes": max_minutes, "train.overwrite": True if overwrite else None}
+    chained = uses_workspace(recipe, overrides)
+    if chained:
+        ws = Workspace.at(workdir)
+        cfg = workspace_config(ws, overrides, options, console=err_console)
+        if Path(cfg.train.output_dir) == ws.pretrain_dir and ws.pretrain_done() and not overwrite and resume is None:
+            console.print(f"pretrain: already finished in {ws.pretrain_dir} (model: {ws.pretrained_model}); "
+                          f"--overwrite trains again · next: {ws.command('finetune --task ner')}", markup=False,
+                          highlight=False, soft_wrap=True)
+            return
+    elif workdir is not None:
+        raise ZenError("--workdir: the workspace is used by `zen pretrain` without a recipe, corpus, vocab or "
+                       "lexicon; here those name the run (set its output with --output)")
+    else:
+        cfg = build_config(recipe, overrides, options)
     if nproc < 1:
         raise ZenError(f"--nproc: expected an integer >= 1, got {nproc}")
     if overwrite and cfg.train.resume not in ("auto", "never"):
@@ -56,7 +101,7 @@ def pretrain(
 
     result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
     if int(os.environ.get("RANK", "0") or 0) == 0:
-        report(result)
+        report(result, Workspace.at(workdir) if chained else None)
 
 
 def _launch(cfg, nproc: int, quiet: bool) -> None:
@@ -71,7 +116,8 @@ def _launch(cfg, nproc: int, quiet: bool) -> None:
         raise ZenError(f"pretrain: a training process exited with status {code}")
 
 
-def report(result) -> None:
+def report(result, ws: Workspace | None = None) -> None:
+    """Tables and where the model went; `ws`: the run is the workspace's (suggest the next step)."""
     from rich.markup import escape
 
     from zencli.tasks.pretraining import RESULTS_NAME, result_tables
@@ -89,5 +135,9 @@ def report(result) -> None:
     console.print(f"trained {result.step} steps{resumed} in {result.elapsed_s:.1f} s{rate}; model: "
                   f"{escape(str(result.model_dir))}; results: {escape(str(result.output_dir / RESULTS_NAME))}",
                   highlight=False, soft_wrap=True)
+    if ws is not None and result.model_dir == ws.pretrained_model:
+        console.print(f"next: {escape(ws.command('finetune --task ner'))} (or cws, pos, sa)", highlight=False,
+                      soft_wrap=True)
+        return
     console.print(f"export with: zen model export {escape(str(result.model_dir))} -o DIR · fine-tune with: "
                   f"zen finetune --model {escape(str(result.model_dir))} …", highlight=False, soft_wrap=True)

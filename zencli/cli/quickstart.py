@@ -1,131 +1,356 @@
-"""`zen quickstart`: zen's main job on its built-in default — the whole life of a model, in minutes.
+"""`zen quickstart`: the default pipeline in one command, on a fresh machine, within `--minutes` (15).
 
-On the People's Daily 1998 corpus beside the repository (../shared/data): character vocabulary → PMI
-n-gram lexicon → n-gram matching of held-out sentences → a short ZEN 2.0 word-segmentation fine-tuning
-(recipe `finetune-pd98-cws`, from scratch) → test-set scoring → prediction on held-out text. Each step is
-the library call its dedicated command makes; outputs land in one folder (`runs/quickstart`). Pretraining
-is left to `zen pretrain --recipe pretrain-zh-tiny` (about 10 minutes on 2 cores).
+    data       PD98, found ($ZEN_DATA, the cache) or fetched            (every step locates it)
+    lexicon    character vocabulary + PMI n-gram lexicon                 zen lexicon
+    pretrain   tiny ZEN 2.0 (4 × 128, 2 n-gram layers), MLM + NSP       zen pretrain --max-minutes P
+    finetune   NER (PER/LOC/ORG, CRF) from the pretrained model         zen finetune --task ner --max-minutes F
+    evaluate   entity P/R/F on the test split                           zen evaluate MODEL --data test.tsv
+    predict    two sentences written for this demo                      zen predict < sentences.txt
+
+Each step is the library call its command makes (the command modules' workspace functions), on the same
+workspace (zencli.workspace), so the commands continue where the quickstart stopped and the other way round.
+A finished step (known by the file it writes last) is skipped on the next run; an interrupted training step
+resumes from its checkpoint. Time: the two training runs get `train.max_minutes` = 45% and 25% of
+`--minutes` (the loop fits its step count and schedule into them); the other 30% is left for the steps whose
+time does not scale (reading, lexicon, pretraining shards, baseline and held-out scoring, NER test scoring,
+prediction), which on the full PD98 take a few minutes on 2 cores. The summary (Rich table and
+WORK/quickstart.json) gives the lexicon size, the pretraining loss at its start and end, the NER test P/R/F,
+each step's time and where everything went.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
-from zencli.cli.common import console
+from zencli.cli.common import console, err_console
 from zencli.errors import ZenError
+from zencli.workspace import CORPUS, WORKDIR_OPTION, Workspace
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "pd98" / "raw"
+PRETRAIN_SHARE = 0.45  # of --minutes: pretraining's train.max_minutes
+FINETUNE_SHARE = 0.25  # of --minutes: fine-tuning's train.max_minutes
+TASK = "ner"
+# Written for this demo (not corpus text): names, places and organisations for the NER model to find.
+SENTENCES = (
+    "王小明和李华上个月从上海坐火车到北京，参观了清华大学和中国科学院。",
+    "记者在广州报道，华南理工大学的张教授说，今年广东省的经济增长比去年快。",
+)
+
+
+@dataclass
+class Step:
+    name: str
+    command: str
+    status: str = "ran"  # ran | skipped
+    seconds: float = 0.0  # this run's wall time (the check, when skipped)
+    ran_seconds: float | None = None  # skipped: the wall time it took when it ran (earlier quickstart.json)
+    result: str = ""
+    outputs: list[str] = field(default_factory=list)
+
+
+def budget(minutes: float) -> dict[str, float]:
+    """How `--minutes` is split: training time (train.max_minutes) of pretraining and fine-tuning."""
+    return {"minutes": minutes, "pretrain_minutes": round(PRETRAIN_SHARE * minutes, 4),
+            "finetune_minutes": round(FINETUNE_SHARE * minutes, 4),
+            "other_minutes": round((1 - PRETRAIN_SHARE - FINETUNE_SHARE) * minutes, 4)}
 
 
 def quickstart(
-    output: Path = typer.Option(Path("runs/quickstart"), "--output", "-o", help="Folder for everything it writes."),
-    data: Path = typer.Option(DEFAULT_DATA, "--data", help="Folder with train.txt and dev.txt (raw text)."),
-    show: int = typer.Option(3, "--show", help="Held-out sentences to show with their matched n-grams."),
-    steps: int = typer.Option(400, "--steps", help="Fine-tuning steps for the CWS model (0 skips fine-tuning)."),
+    minutes: float = typer.Option(15.0, "--minutes", "-m", help="Time budget of the whole run: 45% for "
+                                  "pretraining, 25% for fine-tuning, the rest for the other steps."),
+    workdir: Optional[Path] = WORKDIR_OPTION,
+    pretrain_set: list[str] = typer.Option([], "--pretrain-set", help="KEY=VALUE for the pretraining step, as "
+                                           "`zen pretrain --set` (repeatable), e.g. model.hidden_size=256."),
+    finetune_set: list[str] = typer.Option([], "--finetune-set", help="KEY=VALUE for the fine-tuning step, as "
+                                           "`zen finetune --set` (repeatable), e.g. epochs=5."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No training progress display."),
 ) -> None:
-    """Build a vocabulary and an n-gram lexicon from the PD98 corpus and match held-out text against it."""
+    """PD98 → lexicon → tiny ZEN 2.0 pretraining → NER fine-tuning → test P/R/F → prediction, in --minutes.
+
+    Everything goes to the workspace (./zen-work, --workdir); run it again to skip the finished steps and
+    resume an interrupted one. The steps are `zen lexicon`, `zen pretrain`, `zen finetune --task ner`,
+    `zen evaluate`, `zen predict`: run them one by one for the same result."""
+    if not minutes > 0:
+        raise ZenError(f"--minutes: expected a number of minutes > 0, got {minutes:g}")
+    ws = Workspace.at(workdir)
+    plan = budget(minutes)
+    previous = _previous_steps(ws)
+    ws.root.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, Any] = {"workdir": str(ws.root), "budget": plan}
+    steps: list[Step] = []
+    t_start = time.perf_counter()
+
+    def run(name: str, command: str, body) -> None:
+        from rich.markup import escape
+
+        console.rule(escape(f"{len(steps) + 1}/6  {name}: {command}"))
+        t0 = time.perf_counter()
+        step = Step(name, command)
+        body(step)
+        step.seconds = round(time.perf_counter() - t0, 3)
+        if step.status == "skipped":
+            before = previous.get(name, {})
+            step.ran_seconds = before.get("ran_seconds") or (before.get("seconds") if before.get("status") == "ran"
+                                                             else None)
+        steps.append(step)
+
+    run("data", f"(found or fetched by each step: {CORPUS})", lambda s: _data(s, summary))
+    run("lexicon", ws.command("lexicon"), lambda s: _lexicon(s, ws, summary))
+    pre_cmd = ws.command(f"pretrain --max-minutes {plan['pretrain_minutes']:g}")
+    run("pretrain", pre_cmd + _sets(pretrain_set), lambda s: _pretrain(s, ws, plan, pretrain_set, quiet, summary))
+    ft_cmd = ws.command(f"finetune --task {TASK} --max-minutes {plan['finetune_minutes']:g} --set data.test=null")
+    run("finetune", ft_cmd + _sets(finetune_set), lambda s: _finetune(s, ws, plan, finetune_set, quiet, summary))
+    test = Path(summary["data"]["test"])
+    run("evaluate", f"zen evaluate {ws.finetuned_model(TASK)} --data {test}", lambda s: _evaluate(s, ws, test, summary))
+    run("predict", ws.command(f"predict < {ws.quickstart_dir / 'sentences.txt'}"), lambda s: _predict(s, ws, summary))
+
+    summary["steps"] = [asdict(s) for s in steps]
+    summary["seconds"] = round(time.perf_counter() - t_start, 3)
+    from zencli.atomic_write import atomic_write_text
+
+    atomic_write_text(ws.quickstart_json, json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
+    _print_summary(ws, steps, summary)
+
+
+def _sets(sets: list[str]) -> str:
+    return "".join(f" --set {s}" for s in sets)
+
+
+def _previous_steps(ws: Workspace) -> dict[str, dict]:
+    """The steps of the last quickstart.json (for the time a skipped step took when it ran)."""
+    try:
+        data = json.loads(ws.quickstart_json.read_text(encoding="utf-8"))
+        return {s["name"]: s for s in data.get("steps", []) if isinstance(s, dict) and "name" in s}
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError, TypeError):
+        return {}
+
+
+# --- the steps --------------------------------------------------------------------------------------------
+
+
+def _data(step: Step, summary: dict) -> None:
+    from zencli.workspace import TASK_DEFAULTS, locate_dataset
+
+    root = locate_dataset(CORPUS, console=err_console)
+    files = TASK_DEFAULTS[TASK].files(root)
+    summary["data"] = {"dataset": str(root), **{k: str(v) for k, v in files.items()}}
+    step.result = f"{CORPUS} at {root}"
+    step.outputs = [str(root)]
+
+
+def _lexicon(step: Step, ws: Workspace, summary: dict) -> None:
+    from zencli.cli.lexicon import build_workspace_lexicon
+
+    if ws.lexicon_done():
+        step.status = "skipped"
+    lex = build_workspace_lexicon(ws)
+    summary["lexicon"] = lex
+    step.result = f"{lex['ngrams']:,} n-grams, {lex['vocab_size']:,} characters"
+    step.outputs = [str(ws.vocab), str(ws.ngram)]
+
+
+def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
+    from zencli.cli.pretrain import report, workspace_config
+
+    if ws.pretrain_done():
+        step.status = "skipped"
+        console.print(f"pretrain: finished earlier ({ws.pretrain_dir / 'results.json'})", highlight=False)
+        results = json.loads((ws.pretrain_dir / "results.json").read_text(encoding="utf-8"))
+        per_step = None
+    else:
+        from zencli.tasks.pretraining import run_pretrain
+
+        budgeted = [f"train.max_minutes={plan['pretrain_minutes']}", *sets]  # a --pretrain-set may change it
+        cfg = workspace_config(ws, budgeted, {}, console=err_console)
+        result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
+        report(result, ws)
+        results = result.results
+        trained = result.step - result.start_step
+        per_step = result.elapsed_s / trained if trained else None
+    first, last = results.get("first_train_record") or {}, results.get("last_train_record") or {}
+    held = results.get("heldout") or {}
+    final, base = held.get("final") or {}, held.get("baseline") or {}
+    initial = held.get("initial") or {}
+    summary["pretrain"] = {
+        "model": str(ws.pretrained_model), "steps": results.get("steps"), "parameters": results.get("parameters"),
+        # training loss of the first and the last logged window (train.log_every steps each)
+        "loss_start": first.get("loss"), "loss_end": last.get("loss"),
+        "loss_curve": [{"step": r.get("step"), "loss": r.get("loss")} for r in results.get("curve", [])],
+        # held-out MLM loss before the first step and after the last
+        "heldout_mlm_loss_start": initial.get("mlm_loss"), "heldout_mlm_loss_end": final.get("mlm_loss"),
+        "heldout_masked_acc": final.get("masked_acc"), "baseline_masked_acc": base.get("masked_acc"),
+        "seconds_per_step": per_step if per_step is not None else _previous(summary, "pretrain", "seconds_per_step"),
+    }
+    p = summary["pretrain"]
+    step.result = (f"{_n(p['steps'])} steps · train loss {_f(p['loss_start'])} → {_f(p['loss_end'])} · held-out "
+                   f"MLM loss {_f(p['heldout_mlm_loss_start'])} → {_f(p['heldout_mlm_loss_end'])}, masked-char acc "
+                   f"{_f(p['heldout_masked_acc'])} (unigram {_f(p['baseline_masked_acc'])})")
+    step.outputs = [str(ws.pretrained_model), str(ws.pretrain_dir / "results.json")]
+
+
+def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
+    from zencli.cli.finetune import report, workspace_config
+
+    model = ws.finetuned_model(TASK)
+    if ws.finetune_done(TASK):
+        step.status = "skipped"
+        console.print(f"finetune: finished earlier ({model})", highlight=False)
+        per_step, steps = None, _last_step(ws.finetune_dir(TASK))
+    else:
+        from zencli.tasks.finetune import run_finetune
+
+        # test is scored by the next step (once, not twice); a --finetune-set may change either
+        budgeted = ["data.test=null", f"train.max_minutes={plan['finetune_minutes']}", *sets]
+        cfg = workspace_config(ws, budgeted, {"task.name": TASK}, console=err_console)
+        result = run_finetune(cfg, console=err_console, show_progress=not quiet)
+        report(result, ws)
+        trained = result.step - result.start_step
+        per_step, steps = (result.elapsed_s / trained if trained else None), result.step
+    dev = _read_json(model / "dev_scores.json")
+    summary["finetune"] = {
+        "task": TASK, "model": str(model), "steps": steps,
+        "dev_f1": dev.get("f1") if dev else None,
+        "seconds_per_step": per_step if per_step is not None else _previous(summary, "finetune", "seconds_per_step"),
+    }
+    f = summary["finetune"]
+    step.result = f"{_n(f['steps'])} steps · dev F1 {_pct(f['dev_f1'])}"
+    step.outputs = [str(model)]
+
+
+def _evaluate(step: Step, ws: Workspace, test: Path, summary: dict) -> None:
+    from zencli.atomic_write import atomic_write_text
+
+    model = ws.finetuned_model(TASK)
+    scores_path = model / "test_scores.json"
+    if scores_path.is_file() and scores_path.stat().st_mtime_ns >= (model / "task.json").stat().st_mtime_ns:
+        step.status = "skipped"
+        report = json.loads(scores_path.read_text(encoding="utf-8"))
+        console.print(f"evaluate: scored earlier ({scores_path})", highlight=False)
+    else:
+        from zencli.cli.evaluate import _print
+        from zencli.tasks.model import load_task_model
+        from zencli.tasks.predict import evaluate_model
+
+        evaluation = evaluate_model(load_task_model(model), test)
+        _print(evaluation)
+        report = {**evaluation.to_dict(), "model": str(model)}
+        atomic_write_text(scores_path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    summary["ner_test"] = {k: report.get(k) for k in ("precision", "recall", "f1")}
+    summary["ner_test"]["per_type"] = report.get("per_type")
+    t = summary["ner_test"]
+    step.result = f"test P {_pct(t['precision'])} · R {_pct(t['recall'])} · F1 {_pct(t['f1'])}"
+    step.outputs = [str(scores_path)]
+
+
+def _predict(step: Step, ws: Workspace, summary: dict) -> None:
+    from rich.markup import escape
+
+    from zencli.atomic_write import atomic_write_text
+    from zencli.tasks.model import load_task_model
+    from zencli.tasks.predict import predict_chunks
+
+    ws.quickstart_dir.mkdir(parents=True, exist_ok=True)
+    source = ws.quickstart_dir / "sentences.txt"
+    atomic_write_text(source, "".join(s + "\n" for s in SENTENCES))
+    loaded = load_task_model(ws.finetuned_model(TASK))
+    lines = [line for chunk in predict_chunks(loaded, enumerate(SENTENCES, 1)) for line in chunk]
+    target = ws.quickstart_dir / "predictions.txt"
+    atomic_write_text(target, "".join(line + "\n" for line in lines))
+    for line in lines:
+        console.print(escape(line), highlight=False)
+    summary["predictions"] = [{"text": s, "prediction": p} for s, p in zip(SENTENCES, lines)]
+    if ws.latest_finetuned() != ws.finetuned_model(TASK):  # another task was fine-tuned later: name the model
+        step.command = f"zen predict {ws.finetuned_model(TASK)} < {source}"
+    step.result = f"{len(lines)} sentences, entities marked [text]/TYPE"
+    step.outputs = [str(source), str(target)]
+
+
+# --- reading results back, formatting ---------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def _last_step(out: Path) -> int | None:
+    """The last training step a finished run logged (metrics.jsonl)."""
+    try:
+        lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    steps = [r.get("step") for r in map(_json_line, lines) if r and r.get("kind") == "train"]
+    return steps[-1] if steps else None
+
+
+def _json_line(text: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _previous(summary: dict, section: str, key: str) -> Any:
+    """A value of the last quickstart.json (a skipped step's training speed)."""
+    old = _read_json(Path(summary["workdir"]) / "quickstart.json") or {}
+    return (old.get(section) or {}).get(key)
+
+
+def _f(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.2f}"
+
+
+def _n(v: int | None) -> str:
+    return "n/a" if v is None else f"{v:,}"
+
+
+def _secs(s: float) -> str:
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
+
+
+def _short(ws: Workspace, path: str) -> str:
+    """A path inside the workspace relative to it (the table's title names the workspace)."""
+    try:
+        return str(Path(path).relative_to(ws.root))
+    except ValueError:
+        return path
+
+
+def _print_summary(ws: Workspace, steps: list[Step], summary: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    from zencli.config.schema import LexiconConfig
-    from zencli.lexicon import extract
-    from zencli.lexicon.matcher import NgramMatcher
-    from zencli.lexicon.ngram_file import Lexicon
-    from zencli.text.reading import iter_lines
-    from zencli.text.tokenizer import Tokenizer
-    from zencli.text.vocab import write_sidecar
-    from zencli.text.vocab_build import build_vocab
-
-    train, dev = data / "train.txt", data / "dev.txt"
-    for p in (train, dev):
-        if not p.is_file():
-            raise ZenError(f"{p}: not found; pass --data with a folder holding train.txt and dev.txt")
-    output.mkdir(parents=True, exist_ok=True)
-
-    stages = 3 if steps == 0 else 5
-    console.rule(f"1/{stages}  character vocabulary")
-    built = build_vocab([train], language="zh")
-    vocab_path = output / "vocab.txt"
-    built.vocab.save(vocab_path)
-    write_sidecar(vocab_path, built.info)
-    console.print(f"{len(built.vocab):,} tokens, coverage {built.info['coverage']:.2%} → {vocab_path}")
-
-    console.rule(f"2/{stages}  PMI n-gram lexicon")
-    cfg = LexiconConfig(corpus=[train], output=output / "ngram.txt", language="zh")
-    result = extract.build(cfg, console=console)
-    lexicon = result.lexicon
-    per = result.per_length
-    t = Table(title=f"{len(lexicon):,} n-grams (freq ≥ {cfg.freq_threshold}, PMI ≥ {cfg.pmi_threshold:g} bits)")
-    for col in ("n", "selected", "top n-grams"):
-        t.add_column(col)
-    by_len: dict[int, list[str]] = {}
-    for g, f in zip(lexicon.ngrams, lexicon.freqs):
-        if len(by_len.setdefault(len(g), [])) < 4:
-            by_len[len(g)].append(f"{''.join(x.removeprefix('##') for x in g)} ({f})")
-    for n in sorted(n for n in per if n >= cfg.min_n):
-        t.add_row(str(n), f"{per[n]['selected']:,}", "  ".join(by_len.get(n, [])))
+    minutes = summary["budget"]["minutes"]
+    t = Table(title=f"zen quickstart · workspace {escape(str(ws.root))} · budget {minutes:g} min")
+    for col in ("step", "time", "result", "written to"):
+        t.add_column(col, justify="right" if col == "time" else "left", overflow="fold")
+    for s in steps:
+        if s.status == "skipped":
+            took = "skipped" + (f" (ran {_secs(s.ran_seconds)})" if s.ran_seconds else "")
+        else:
+            took = _secs(s.seconds)
+        t.add_row(s.name, took, escape(s.result), escape("\n".join(_short(ws, p) for p in s.outputs)))
+    t.add_row("total", _secs(summary["seconds"]), "", escape(_short(ws, str(ws.quickstart_json))), end_section=True)
     console.print(t)
-    console.print(f"→ {cfg.output} (+ {extract.sidecar_path(cfg.output).name})")
-
-    console.rule(f"3/{stages}  n-gram matching on held-out text")
-    lex = Lexicon.load(cfg.output)
-    tok = Tokenizer.from_vocab(vocab_path)
-    matcher = NgramMatcher.from_lexicon(lex, lambda s: tok.vocab.get(s))
-    lines = [text for _, text in iter_lines(dev) if text.strip()][:show]
-    seqs = [tok.tokenize(text) for text in lines]
-    matches = matcher.match_batch([[t.id for t in s] for s in seqs])
-    examples = []
-    for b, (text, toks) in enumerate(zip(lines, seqs)):
-        found = []
-        for _, start, length, freq in matches.sequence(b):
-            s, e = toks[start].start, toks[start + length - 1].end
-            found.append({"text": text[s:e], "start": s, "end": e, "freq": int(freq)})
-        examples.append({"text": text, "ngrams": found})
-        shown = ", ".join(f"{m['text']}" for m in found[:12]) + (" …" if len(found) > 12 else "")
-        console.print(f"[bold]{text[:60]}{'…' if len(text) > 60 else ''}[/bold]\n  {len(found)} n-grams: {shown}")
-    summary = {
-        "vocab": str(vocab_path),
-        "vocab_size": len(built.vocab),
-        "lexicon": str(cfg.output),
-        "ngrams": len(lexicon),
-        "ngrams_per_length": {str(n): per[n]["selected"] for n in sorted(per) if n >= cfg.min_n},
-        "examples": examples,
-    }
-    if steps > 0:
-        summary["cws"] = _finetune_cws(output, data.parent / "cws", vocab_path, cfg.output, steps, lines)
-    (output / "quickstart.json").write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
-    console.print(f"summary → {output / 'quickstart.json'}")
-
-
-def _finetune_cws(output: Path, cws: Path, vocab: Path, ngram: Path, steps: int, lines: list[str]) -> dict:
-    """Stages 4–5: fine-tune the tiny CWS recipe for `steps`, score it on test, segment held-out lines."""
-    from zencli.cli.finetune import build_config
-    from zencli.metrics import rich_tables
-    from zencli.tasks.finetune import run_finetune
-    from zencli.tasks.model import load_task_model
-    from zencli.tasks.predict import evaluate_model, predict_chunks
-
-    for name in ("train.txt", "dev.txt", "test.txt"):
-        if not (cws / name).is_file():
-            raise ZenError(f"{cws / name}: not found; expected the PD98 CWS files beside the raw text")
-    console.rule(f"4/5  fine-tune ZEN 2.0 word segmentation ({steps} steps, recipe finetune-pd98-cws)")
-    cfg = build_config("finetune-pd98-cws", [], {
-        "data.train": cws / "train.txt", "model.vocab": vocab,
-        "model.ngram": ngram, "train.output_dir": output / "cws", "train.max_steps": steps,
-        "train.overwrite": True,
-    })
-    cfg.data.dev = cfg.data.test = None  # a short run: no per-epoch dev pass; test is scored below
-    result = run_finetune(cfg, console=console)
-    console.rule("5/5  score on the test set, segment held-out text")
-    loaded = load_task_model(result.model_dir)
-    evaluation = evaluate_model(loaded, cws / "test.txt")
-    for table in rich_tables(evaluation.result):
-        console.print(table)
-    segmented = [line for chunk in predict_chunks(loaded, enumerate(lines, 1)) for line in chunk]
-    for line in segmented:
-        console.print(line[:120] + ("…" if len(line) > 120 else ""), highlight=False)
-    console.print(f"model → {result.model_dir}   (try: bin/zen predict {result.model_dir} < text.txt)")
-    return {"model": str(result.model_dir), "steps": steps, "test": evaluation.to_dict(), "segmented": segmented}
+    speed = []
+    for name in ("pretrain", "finetune"):
+        sec = (summary.get(name) or {}).get("seconds_per_step")
+        if sec:
+            speed.append(f"{name} {sec:.3f} s/step")
+    if speed:
+        console.print("training speed: " + " · ".join(speed), highlight=False)
+    console.print("the same, step by step:", highlight=False)
+    for s in steps[1:]:
+        console.print(f"  {escape(s.command)}", highlight=False, soft_wrap=True)
