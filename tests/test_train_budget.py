@@ -151,3 +151,22 @@ def test_max_minutes_is_validated_and_fingerprinted(tmp_path):
         TrainSettings(max_minutes=0).validate()
     assert "max_minutes" not in TrainSettings().fingerprint_fields()
     assert TrainSettings(max_minutes=5).fingerprint_fields()["max_minutes"] == 5
+
+
+def test_refit_grows_the_plan_when_steps_get_faster(clock):
+    b = B.TimeBudget(minutes=1.0, max_steps=10_000)
+    for step in range(1, B.CALIBRATION_STEPS + 2):
+        clock.now += 0.4
+        b.record_step(0.4, step == 1)
+        b.fit(step)
+    planned = b.total_steps
+    for step in range(B.CALIBRATION_STEPS + 2, 40):  # the other jobs on the CPU finished: 4× faster
+        clock.now += 0.1
+        b.record_step(0.1, False)
+    assert b.refit(39, eval_seconds=0.0, eval_every=50) and b.total_steps > 2 * planned
+    assert b.step_seconds() == pytest.approx(0.1)
+    grown = b.total_steps
+    for step in range(40, 50):  # the same speed again: the plan stays (no change worth a jump in the rate)
+        clock.now += 0.1
+        b.record_step(0.1, False)
+    assert not b.refit(49, eval_seconds=0.0, eval_every=50) and b.total_steps == grown

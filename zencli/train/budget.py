@@ -6,8 +6,10 @@ A step count that fits "15 minutes" depends on the machine, so the loop plans it
   lazy initialisation), the plan becomes the steps that fit into the remaining time at the median step
   time, capped by `max_steps`. The learning-rate schedule is rebuilt for that count, so the run still
   warms up and decays to zero instead of being cut off at its peak rate.
-- `refit` after each evaluation: evaluations cost time the first fit could not see; when the plan no longer
-  fits (remaining steps plus the evaluations they bring), it shrinks. It never grows.
+- `refit` after each evaluation: evaluations cost time the first fit could not see, and the machine may
+  have become slower or faster since (other jobs on a shared CPU): the plan is redone from the step times
+  since the last fit. It shrinks whenever it no longer fits, and grows when more than `GROW` more steps
+  fit (a run calibrated while the CPU was busy would otherwise end early and leave budget unused).
 - `spent`: the hard stop, checked after every step: a run never continues past its budget.
 
 The plan and the time already spent travel in checkpoints, so a resumed run keeps its plan and its
@@ -25,6 +27,7 @@ CALIBRATION_STEPS = 8
 # Share of the remaining time given to planned steps: the rest absorbs step-time noise, the final
 # evaluation and the last checkpoint.
 MARGIN = 0.93
+GROW = 0.05  # relative growth of the plan worth a jump in the decaying learning rate
 
 
 class TimeBudget:
@@ -36,7 +39,8 @@ class TimeBudget:
         self.elapsed_before = 0.0  # wall seconds of earlier invocations of this run
         self.eval_seconds = 0.0  # the last evaluation's duration
         self._t0 = time.perf_counter()
-        self._step_times: list[float] = []
+        self._step_times: list[float] = []  # timed steps since the last (re)fit
+        self._per_step: float | None = None  # the median step time the plan was made with
 
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self._t0
@@ -49,29 +53,41 @@ class TimeBudget:
             self._step_times.append(seconds)
 
     def step_seconds(self) -> float | None:
-        return statistics.median(self._step_times) if self._step_times else None
+        return self._per_step
+
+    def _measure(self) -> bool:
+        """Take the median of the steps timed since the last fit, when there are enough of them."""
+        if len(self._step_times) < CALIBRATION_STEPS:
+            return False
+        self._per_step = statistics.median(self._step_times)
+        self._step_times = []
+        return True
 
     def fit(self, step: int) -> bool:
         """Plan the run once enough steps are timed; True when the plan was set now."""
-        if self.fitted or len(self._step_times) < CALIBRATION_STEPS:
+        if self.fitted or not self._measure():
             return False
         self.fitted = True
         self.total_steps = self._fitting(step, eval_every=0)
         return True
 
     def refit(self, step: int, eval_seconds: float, eval_every: int) -> bool:
-        """After an evaluation that took `eval_seconds`: shrink the plan if it no longer fits."""
+        """After an evaluation that took `eval_seconds`: redo the plan with the step time measured since the
+        last fit; True when the plan changed."""
         self.eval_seconds = eval_seconds
         if not self.fitted:
             return False
+        self._measure()
+        if self._per_step is None:  # resumed, nothing timed yet
+            return False
         n = self._fitting(step, eval_every)
-        if n < self.total_steps:
+        if n < self.total_steps or n > self.total_steps * (1 + GROW):
             self.total_steps = n
             return True
         return False
 
     def _fitting(self, step: int, eval_every: int) -> int:
-        per = self.step_seconds() or 0.0
+        per = self._per_step or 0.0
         room = (self.seconds - self.elapsed()) * MARGIN
         # n more steps cost n·per plus, when evaluating every `eval_every` steps, ceil(n / eval_every)
         # evaluations (the last one included) of eval_seconds each.

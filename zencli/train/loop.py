@@ -378,10 +378,13 @@ class _Trainer:
                     self._evaluate(step)
                     if self.budget is not None and not last:
                         seconds = D.broadcast_object(time.perf_counter() - eval_t0, ctx)
-                        if self.budget.refit(step, seconds, s.eval_every):
-                            self._plan(self.budget.total_steps)
-                            self._say(f"time budget: evaluations take {seconds:.1f} s; the run now ends at "
-                                      f"step {self.total_steps:,}")
+                        self.budget.refit(step, seconds, s.eval_every)
+                        planned = D.broadcast_object(self.budget.total_steps, ctx)  # rank 0's plan for all
+                        self.budget.total_steps = planned
+                        if planned != self.total_steps:
+                            self._plan(planned)
+                            self._say(f"time budget: {self.budget.step_seconds():.3f} s per step, evaluations "
+                                      f"{seconds:.1f} s; the run now ends at step {planned:,}")
                 done = last or self.stopped_early
                 if (s.save_every and step % s.save_every == 0) or done:
                     self._save(step)
