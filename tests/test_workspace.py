@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from zencli.cli.app import app
+from tests.test_pretrain_cli import error, zen
 from zencli.errors import ZenError
 from zencli.workspace import TASK_DEFAULTS, Workspace, as_overrides
 
@@ -102,18 +102,6 @@ def data(tmp_path, monkeypatch) -> Path:
     return root / "pd98"
 
 
-def zen(*args: str) -> str:
-    r = runner.invoke(app, list(args), catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    return r.output
-
-
-def error(*args: str) -> str:
-    r = runner.invoke(app, list(args))
-    assert isinstance(r.exception, ZenError), r.output
-    message = str(r.exception)
-    assert "\n" not in message
-    return message
 
 
 def fake_pretrained(ws: Workspace) -> Path:

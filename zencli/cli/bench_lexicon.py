@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console
+from zencli.cli.common import console, write_json_report
 
 # Relative to the repository root, where bin/zen runs.
 DEFAULT_RAW = Path("../shared/data/pd98/raw/train.txt")
@@ -57,7 +56,4 @@ def lexicon(
                   f"{r['chars_per_s'] / 1e6:.2f}", f"{r['peak_rss_total'] / 2**20:,.0f} MiB",
                   f"{r['peak_rss_main'] / 2**20:,.0f} MiB", f"{r['peak_rss_worker'] / 2**20:,.0f} MiB")
     console.print(t)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_path}")
+    write_json_report(json_path, report)

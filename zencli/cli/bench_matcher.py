@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console
+from zencli.cli.common import console, write_json_report
 
 
 def matcher(
@@ -54,7 +53,4 @@ def matcher(
     console.print(t)
     console.print(f"matcher built in {report['matcher']['build_s']:.2f} s ({report['matcher']['trie_nodes']:,} trie "
                   f"nodes); output identical to the naive loop on all {data['sequences']:,} sequences")
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_path}")
+    write_json_report(json_path, report)

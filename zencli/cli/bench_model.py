@@ -3,12 +3,11 @@ achieved GFLOP/s against a measured GEMM peak, and the speed and accuracy of bf1
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console
+from zencli.cli.common import console, write_json_report
 
 
 def _list(text: str) -> list[str]:
@@ -71,10 +70,7 @@ def model(
                      advance=lambda name: progress.update(task, advance=1, description=name),
                      on_total=lambda n: progress.update(task, total=n))
     print_report(report)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_path}")
+    write_json_report(json_path, report)
 
 
 def print_report(report: dict) -> None:

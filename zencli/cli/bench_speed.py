@@ -3,13 +3,12 @@ peak in one run, one table per section and the ratios (zencli.bench.speed compos
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from zencli.cli.common import console
+from zencli.cli.common import console, write_json_report
 
 
 def speed(
@@ -60,10 +59,7 @@ def speed(
                      log=lambda s: progress.console.print(f"[dim]{s}[/dim]", highlight=False),
                      section=section)
     print_report(report)
-    if json_path is not None:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_path}")
+    write_json_report(json_path, report)
 
 
 def print_report(report: dict) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
 from rich.console import Console
 
@@ -10,3 +14,12 @@ err_console = Console(stderr=True)
 
 RECIPE = typer.Option(None, "--recipe", "-r", help="Recipe: a built-in name (see `zen recipe list`) or a YAML file.")
 OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a.b=value (repeatable).")
+
+
+def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
+    """`--json PATH` of the bench commands: the report for machines, beside the tables for people."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    console.print(f"wrote {path}")
