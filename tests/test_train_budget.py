@@ -124,10 +124,30 @@ def test_evaluations_shrink_the_plan(tmp_path, clock):
     from tests.test_train_loop import settings
     from zencli.train import IndexedBatches, train
 
+    start = clock.now
     result = train(build(), timed_loss(clock, lambda n: 0.05), IndexedBatches(make_examples(), collate, seed=3),
                    settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, eval_every=20),
                    eval_fn=slow_eval, show_progress=False)
     assert result.step == result.planned_steps < 100  # 120 steps without evaluations
+    assert clock.now - start <= 6.0  # the final evaluation included
+
+
+def test_hard_stop_leaves_time_for_the_final_evaluation(tmp_path, clock):
+    def slow_eval(model):
+        clock.now += 1.0
+        return {"score": 0.5}
+
+    from tests.test_train_fixtures import build, collate, make_examples
+    from tests.test_train_loop import settings
+    from zencli.train import IndexedBatches, train
+
+    start = clock.now
+    slowing = timed_loss(clock, lambda n: 0.05 if n <= 30 else 0.5)  # planned fast, then 10× slower
+    result = train(build(), slowing, IndexedBatches(make_examples(), collate, seed=3),
+                   settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, eval_every=20),
+                   eval_fn=slow_eval, show_progress=False)
+    assert result.step < result.planned_steps  # the clock stopped it
+    assert clock.now - start <= 6.0 + 0.5  # at most the step that crossed the line, evaluation included
 
 
 def test_resumed_run_keeps_its_plan(tmp_path, clock):

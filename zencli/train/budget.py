@@ -10,7 +10,8 @@ A step count that fits "15 minutes" depends on the machine, so the loop plans it
   have become slower or faster since (other jobs on a shared CPU): the plan is redone from the step times
   since the last fit. It shrinks whenever it no longer fits, and grows when more than `GROW` more steps
   fit (a run calibrated while the CPU was busy would otherwise end early and leave budget unused).
-- `spent`: the hard stop, checked after every step: a run never continues past its budget.
+- `spent`: the hard stop, checked after every step: a run stops once the budget, less the time of the
+  final evaluation (as long as the last one took), is used up.
 
 The plan and the time already spent travel in checkpoints, so a resumed run keeps its plan and its
 budget counts the time of earlier invocations.
@@ -46,7 +47,9 @@ class TimeBudget:
         return self.elapsed_before + time.perf_counter() - self._t0
 
     def spent(self) -> bool:
-        return self.elapsed() >= self.seconds
+        """True when the run must stop now: the evaluation that follows the last step (as long as the last
+        one took) must still fit."""
+        return self.elapsed() + self.eval_seconds >= self.seconds
 
     def record_step(self, seconds: float, first_of_invocation: bool) -> None:
         if not first_of_invocation:
