@@ -14,6 +14,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from tests.test_pretrain_cli import error as cli_error
+from tests.test_pretrain_cli import records
 from tests.test_tasks_tagging import (
     NGRAM,
     REF,
@@ -25,7 +27,6 @@ from tests.test_tasks_tagging import (
 )
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
-from zencli.errors import ZenError
 from zencli.tasks.base import task_names
 from zencli.tasks.model import load_task_model
 
@@ -57,16 +58,7 @@ def finetune(tmp: Path, task: str, *args: str, out: str = "run", steps: int = 6,
 
 
 def error(*args: str) -> str:
-    r = runner.invoke(app, ["finetune", "--quiet", *args])
-    assert isinstance(r.exception, ZenError), r.output
-    message = str(r.exception)
-    assert "\n" not in message
-    return message
-
-
-def records(out: Path, kind: str) -> list[dict]:
-    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    return [r for r in rows if r["kind"] == kind]
+    return cli_error("finetune", "--quiet", *args)
 
 
 # --- the three tasks -------------------------------------------------------------------------------------

@@ -103,6 +103,16 @@ class Task(ABC):
         scored as errors, never a crash)."""
         return {}
 
+    def evaluation_notes(self, gold: GoldData) -> list[str]:
+        """`data_notes` plus, when the gold file has labels the model lacks, how many (scored as errors)."""
+        notes = self.data_notes(gold)
+        unseen = self.unseen_labels(gold)
+        if unseen:
+            notes.append(f"{sum(unseen.values())} gold labels ({len(unseen)} distinct: "
+                         f"{', '.join(list(unseen)[:8])}{' …' if len(unseen) > 8 else ''}) are not in the model's "
+                         f"label set; the model never predicts them, so they count as errors")
+        return notes
+
     # --- model --------------------------------------------------------------------------------------
     @abstractmethod
     def build_head(self, hidden_size: int, *, default_decoder: str = "softmax") -> nn.Module:

@@ -311,12 +311,7 @@ class ClassificationTask(WindowedTask):
     # --- scoring ------------------------------------------------------------------------------------
     def evaluate(self, gold: GoldData, predictions: Sequence[Classified], *, name: str = "model",
                  train: GoldData | None = None) -> Evaluation:
-        notes = self.data_notes(gold)
-        unseen = self.unseen_labels(gold)
-        if unseen:
-            notes.append(f"{sum(unseen.values())} gold labels ({len(unseen)} distinct: "
-                         f"{', '.join(list(unseen)[:8])}{' …' if len(unseen) > 8 else ''}) are not in the model's "
-                         f"label set; the model never predicts them, so they count as errors")
+        notes = self.evaluation_notes(gold)
         # A gold example is never empty (the readers refuse empty texts), so every prediction has a label.
         labels = [p.label if p.label is not None else "" for p in predictions]
         return score_predictions(gold, labels, pred_name=name, pred_format="model",

@@ -247,12 +247,7 @@ class TaggingTask(Task):
     def evaluate(self, gold: GoldData, predictions: Sequence[Sequence[str]], *, name: str = "model",
                  train: GoldData | None = None) -> Evaluation:
         items = [TaggedSentence(g.chars, list(p), name, g.line) for g, p in zip(gold.examples, predictions)]
-        notes = self.data_notes(gold)
-        unseen = self.unseen_labels(gold)
-        if unseen:
-            notes.append(f"{sum(unseen.values())} gold labels ({len(unseen)} distinct: "
-                         f"{', '.join(list(unseen)[:8])}{' …' if len(unseen) > 8 else ''}) are not in the model's "
-                         f"label set; the model never predicts them, so they count as errors")
+        notes = self.evaluation_notes(gold)
         train_words = None
         if self.name == "cws" and train is not None:
             train_words = {w for s in train.examples for w in (s.words or [])}
