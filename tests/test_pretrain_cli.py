@@ -235,36 +235,6 @@ def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
                                bert.embeddings.word_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
 
 
-# --- batches of similar length ---------------------------------------------------------------------------
-
-def test_length_grouped_batches_cover_the_data_resume_and_split_across_ranks():
-    from zencli.tasks.pretraining import LengthGroupedBatches
-
-    lengths = np.random.default_rng(0).integers(5, 129, 1003)
-
-    def stream(world: int, rank: int, n: int, start: dict | None = None) -> tuple[list[list[int]], dict]:
-        b = LengthGroupedBatches(lengths, lambda ids: [int(i) for i in ids], seed=3, group=50)
-        b.configure(micro_batch_size=8 // world, rank=rank, world_size=world)
-        if start is not None:
-            b.load_state(start)
-        it = iter(b)
-        return [next(it) for _ in range(n)], b.state()
-
-    epoch, _ = stream(1, 0, 125)  # 1003 // 8 = 125 steps per epoch
-    seen = [i for batch in epoch for i in batch]
-    assert len(seen) == len(set(seen)) == 1000
-    def padding(batches) -> float:  # padded tokens / real tokens
-        return sum(max(lengths[b]) * len(b) for b in batches) / sum(lengths[b].sum() for b in batches)
-
-    assert padding(epoch) < 1.05
-    assert padding(np.random.default_rng(1).permutation(1000).reshape(-1, 8)) > 1.4  # random batches
-    first, state = stream(1, 0, 40)
-    rest, _ = stream(1, 0, 100, start=state)
-    assert first + rest == stream(1, 0, 140)[0]  # seeking continues exactly, across the epoch boundary
-    halves = [stream(2, r, 20)[0] for r in (0, 1)]
-    assert [a + b for a, b in zip(*halves)] == stream(1, 0, 20)[0]
-
-
 # --- recipes and errors ----------------------------------------------------------------------------------
 
 def test_pretrain_recipes_are_valid_and_match_the_paper():

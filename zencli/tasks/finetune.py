@@ -23,10 +23,10 @@ import json
 import math
 import os
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
@@ -88,7 +88,7 @@ def scores_json(evaluation: Evaluation, task: Task, gold: GoldData, *, step: int
 def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_progress: bool = True
                  ) -> FinetuneResult:
     """Fine-tune per `cfg` (see the module docstring); returns where the model went and its scores."""
-    from zencli.train import IndexedBatches, train
+    from zencli.train import LengthGroupedBatches, train
 
     console = console or Console(stderr=True)
     rank = int(os.environ.get("RANK", "0") or 0)
@@ -168,7 +168,10 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         predictions = task.predict(m, inputs, dev_gold.examples)
         return task.scores(task.evaluate(dev_gold, predictions, name="dev predictions", train=train_gold))
 
-    data = IndexedBatches(records, partial(collate, pad_id=inputs.pad_id), seed=s.seed)
+    # Batches of similar length: random ones of PD98 sentences spend ~45% of their compute on padding.
+    lengths = np.array([len(r["input_ids"]) for r in records])
+    data = LengthGroupedBatches(lengths, lambda ids: collate([records[i] for i in ids], pad_id=inputs.pad_id),
+                                seed=s.seed)
     result = train(model, loss_fn, data, s, eval_fn=eval_fn if dev_gold is not None else None,
                    fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
     final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,

@@ -93,84 +93,6 @@ def pretraining_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> 
 
 
 # ----------------------------------------------------------------------------------------------------
-# batches of similar length
-
-
-class LengthGroupedBatches:
-    """Shuffled micro-batches of examples of similar length (a `zencli.train.data.ResumableBatches`).
-
-    A batch is padded to its longest example, and pretraining examples vary a lot (PD98 at 128 tokens:
-    median 76, a tenth under 20), so random batches spend ~40% of the compute on padding. Epoch e:
-    permute the examples with a generator seeded by (seed, e), cut the permutation into groups of
-    `group` global steps, sort each group by length, cut it into steps and shuffle the steps of the
-    group (seeded too). Each step's `micro_batch_size × world_size` examples are split across the
-    processes as in `IndexedBatches`. The position is (epoch, step), so resuming seeks in O(1). The last
-    `n mod (micro × world)` examples of an epoch's permutation are left out of that epoch (a different
-    few each epoch).
-    """
-
-    def __init__(self, lengths: np.ndarray, get_batch, *, seed: int = 0, group: int = 50):
-        if len(lengths) == 0:
-            raise ZenError("training data: the dataset is empty; expected at least one example")
-        self.lengths = np.asarray(lengths, np.int64)
-        self.get_batch = get_batch
-        self.seed = seed
-        self.group = group
-        self.micro_batch_size, self.rank, self.world_size = 1, 0, 1
-        self.epoch = self.step = 0
-        self._epoch_steps: tuple[int, np.ndarray] | None = None
-
-    @property
-    def stride(self) -> int:
-        return self.micro_batch_size * self.world_size
-
-    def configure(self, *, micro_batch_size: int, rank: int, world_size: int) -> None:
-        if micro_batch_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"bad batch layout: micro {micro_batch_size}, rank {rank} of {world_size}")
-        if micro_batch_size * world_size > len(self.lengths):
-            raise ZenError(f"train.batch_size: {micro_batch_size * world_size} examples per step, but the training "
-                           f"data has only {len(self.lengths)}; lower the batch size or add text")
-        self.micro_batch_size, self.rank, self.world_size = micro_batch_size, rank, world_size
-        self._epoch_steps = None
-
-    def state(self) -> dict:
-        return {"epoch": self.epoch, "step": self.step, "stride": self.stride, "size": len(self.lengths),
-                "seed": self.seed, "group": self.group}
-
-    def load_state(self, state: dict) -> None:
-        if state.get("size") != len(self.lengths) or state.get("seed") != self.seed:
-            raise ZenError(f"resume: the training data changed since the checkpoint ({state.get('size')} "
-                           f"examples, seed {state.get('seed')}; now {len(self.lengths)}, seed {self.seed})")
-        self.epoch = int(state["epoch"])
-        # Another process count changes the steps' size: continue after as many examples as were seen.
-        self.step = int(state["step"]) * int(state.get("stride", self.stride)) // self.stride
-
-    def steps(self, epoch: int) -> np.ndarray:
-        """[steps, stride] example indices of `epoch`, in visiting order (cached per epoch)."""
-        if self._epoch_steps is None or self._epoch_steps[0] != epoch:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
-            order = order[: len(order) // self.stride * self.stride]
-            shuffle = np.random.default_rng([self.seed, epoch, 1])
-            out = []
-            for lo in range(0, len(order), self.group * self.stride):
-                chunk = order[lo:lo + self.group * self.stride]
-                chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")].reshape(-1, self.stride)
-                out.append(chunk[shuffle.permutation(len(chunk))])
-            self._epoch_steps = (epoch, np.concatenate(out))
-        return self._epoch_steps[1]
-
-    def __iter__(self):
-        while True:
-            steps = self.steps(self.epoch)
-            if self.step >= len(steps):
-                self.epoch, self.step = self.epoch + 1, 0
-                continue
-            ids = steps[self.step]
-            self.step += 1
-            yield self.get_batch(ids[self.rank * self.micro_batch_size:(self.rank + 1) * self.micro_batch_size])
-
-
-# ----------------------------------------------------------------------------------------------------
 # held-out evaluation
 
 
@@ -607,7 +529,7 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
     from zencli.model.checkpoint import save_zen_model
     from zencli.text.vocab import Vocab
     from zencli.train import distributed as D
-    from zencli.train import train
+    from zencli.train import LengthGroupedBatches, train
     from zencli.train.checkpoint import CheckpointDir, seed_everything
     from zencli.train.precision import autocast, resolve_precision
 

@@ -15,6 +15,7 @@ _EXPORTS = {
     "TrainResult": "zencli.train.loop",
     "ResumableBatches": "zencli.train.data",
     "IndexedBatches": "zencli.train.data",
+    "LengthGroupedBatches": "zencli.train.data",
     "LazyAdamW": "zencli.train.optim",
     "LinearWarmupDecay": "zencli.train.schedule",
     "seed_everything": "zencli.train.checkpoint",
