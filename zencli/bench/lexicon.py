@@ -29,8 +29,6 @@ import numpy as np
 from zencli.errors import ZenError
 from zencli.text.reading import iter_lines
 
-DEFAULT_RAW = Path("../shared/data/pd98/raw/train.txt")
-DEFAULT_CWS = Path("../shared/data/pd98/cws/train.txt")
 _MAX_WORDS = 600
 
 
@@ -141,8 +139,8 @@ def run_bench(
     sizes: list[int],
     *,
     workers: int = 2,
-    raw: Path = DEFAULT_RAW,
-    cws: Path = DEFAULT_CWS,
+    raw: Path | None,
+    cws: Path,
     tmp_dir: Path | None = None,
     seed: int = 0,
     log: Callable[[str], None] = lambda s: None,

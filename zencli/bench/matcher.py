@@ -26,9 +26,6 @@ from zencli.lexicon.ngram_file import Lexicon
 from zencli.lexicon.matcher import Matches, NgramMatcher, naive_matches, ngram_index, select_released
 from zencli.text.reading import iter_lines
 
-DEFAULT_TRAIN = Path("../shared/data/pd98/raw/train.txt")
-DEFAULT_DEV = Path("../shared/data/pd98/raw/dev.txt")
-
 # Released max_ngram_in_seq default, for the "released ZEN 2.0 rules" row.
 _RELEASED_SLOTS = 128
 
@@ -75,11 +72,11 @@ def _time(fn: Callable[[], object]) -> tuple[float, float]:
 
 def run(
     *,
+    dev: Path,
     lexicon: Path | None = None,
-    train: Path = DEFAULT_TRAIN,
+    train: Path | None = None,
     train_chars: int = 0,
     min_freq: int = 15,
-    dev: Path = DEFAULT_DEV,
     seq_len: int = 128,
     batch_size: int = 128,
     max_len: int = 8,
@@ -99,6 +96,8 @@ def run(
         source = str(lexicon)
         log(f"read {len(lex):,} n-grams from {lexicon}")
     else:
+        if train is None:
+            raise ZenError("--train: give a text to count n-grams in, or a lexicon with --lexicon")
         ngrams, freqs, read = count_lexicon(train, train_chars, min_freq, max_len)
         lex = Lexicon(ngrams, freqs)
         source = f"counted from {read:,} chars of {train}, freq >= {min_freq}"

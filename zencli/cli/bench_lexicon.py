@@ -8,10 +8,6 @@ import typer
 
 from zencli.cli.common import console, write_json_report
 
-# Relative to the repository root, where bin/zen runs.
-DEFAULT_RAW = Path("../shared/data/pd98/raw/train.txt")
-DEFAULT_CWS = Path("../shared/data/pd98/cws/train.txt")
-
 
 def _size(text: str) -> int:
     from zencli.errors import ZenError
@@ -32,8 +28,9 @@ def lexicon(
         "12.5M,25M,50M", "--sizes", help="Synthetic corpus sizes in chars (comma-separated); '' for none."
     ),
     workers: int = typer.Option(2, "--workers", "-j", help="Counting processes per build."),
-    raw: Path = typer.Option(DEFAULT_RAW, "--raw", help="Real corpus to time first (PD98 raw train)."),
-    cws: Path = typer.Option(DEFAULT_CWS, "--cws", help="Segmented text the synthetic corpus is generated from."),
+    raw: Path = typer.Option(None, "--raw", help="Real corpus to time first (default: PD98 raw train)."),
+    cws: Path = typer.Option(None, "--cws", help="Segmented text the synthetic corpus is generated from "
+                                                 "(default: PD98 cws train)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic corpus."),
     tmp_dir: Path = typer.Option(None, "--tmp-dir", help="Where to write the temporary corpora (default: system temp)."),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
@@ -41,7 +38,12 @@ def lexicon(
     """Time `zen lexicon build` (chars/s, peak RSS) on PD98 and on synthetic corpora of growing size."""
     from rich.table import Table
 
+    from zencli.bench.common import dataset_dir
     from zencli.bench.lexicon import run_bench
+
+    if raw is None or cws is None:
+        pd98 = dataset_dir(None)  # the located (or fetched) PD98
+        raw, cws = raw or pd98 / "raw" / "train.txt", cws or pd98 / "cws" / "train.txt"
 
     size_list = [_size(s) for s in sizes.split(",") if s.strip()]
     report = run_bench(size_list, workers=workers, raw=raw, cws=cws, tmp_dir=tmp_dir, seed=seed,

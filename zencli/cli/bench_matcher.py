@@ -11,10 +11,10 @@ from zencli.cli.common import console, write_json_report
 
 def matcher(
     lexicon: Path = typer.Option(None, "--lexicon", help="ngram.txt of char n-grams; default: count from --train."),
-    train: Path = typer.Option(Path("../shared/data/pd98/raw/train.txt"), "--train", help="Text to count n-grams in."),
+    train: Path = typer.Option(None, "--train", help="Text to count n-grams in (default: PD98 raw train)."),
     train_chars: int = typer.Option(0, "--train-chars", help="Count over the first N chars of --train only (0: all)."),
     min_freq: int = typer.Option(15, "--min-freq", help="Keep counted n-grams seen at least this often."),
-    dev: Path = typer.Option(Path("../shared/data/pd98/raw/dev.txt"), "--dev", help="Text to match (PD98 raw dev)."),
+    dev: Path = typer.Option(None, "--dev", help="Text to match (default: PD98 raw dev)."),
     seq_len: int = typer.Option(128, "--seq-len", help="Characters per sequence."),
     batch_size: int = typer.Option(128, "--batch-size", "-b", help="Sequences per batched call."),
     max_len: int = typer.Option(8, "--max-len", help="Longest n-gram (counted and matched); shortest is 2."),
@@ -32,7 +32,13 @@ def matcher(
     )
     from rich.table import Table
 
+    from zencli.bench.common import dataset_dir
     from zencli.bench.matcher import run
+
+    if dev is None or (train is None and lexicon is None):
+        pd98 = dataset_dir(None)  # the located (or fetched) PD98
+        dev = dev or pd98 / "raw" / "dev.txt"
+        train = train or (None if lexicon is not None else pd98 / "raw" / "train.txt")
 
     with Progress(TextColumn("[bold]{task.description:<30}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
