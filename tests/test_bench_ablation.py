@@ -261,7 +261,9 @@ def test_two_variants_two_seeds_run_and_report(finished):
         assert len(by[name]["runs"]["1"]["dev_curve"]) == 4  # 4 steps: dev scored every max(1, 4 // 5) step
     assert by["zen2"]["runs"] == {} and report["finished_runs"] == report["planned_runs"] == 6
     assert report["machine"]["cpu_count"] and report["machine"]["torch"]
+    commit = report["machine"]["commit"]  # this checkout's, when the tests run from one
     md = (out / "report.md").read_text(encoding="utf-8")
+    assert commit is None or (len(commit) == 40 and f"commit `{commit[:12]}`" in md)
     assert "zen bench ablation --task ner" in md and "--pretrain-steps 4 --finetune-steps 4" in md
     assert "| relative positions beat absolute |" not in md  # zen2 is not in this ablation
     assert "| CNN heads help" not in md and "| gated residuals" not in md

@@ -111,3 +111,18 @@ def test_missing_dataset_files_are_one_line_errors(tmp_path):
 def test_bad_lexicon_sizes_are_one_line_errors(tmp_path, bad):
     r = runner.invoke(app, ["bench", "speed", "--quick", "--data", str(make_corpus(tmp_path)), "--lexicon-sizes", bad])
     assert isinstance(r.exception, ZenError) and str(r.exception).startswith("--lexicon-sizes: expected")
+
+
+def test_machine_facts_name_the_checkout_commit():
+    import subprocess
+    from pathlib import Path
+
+    from zencli.bench.common import machine_facts
+
+    root = Path(__file__).resolve().parents[1]
+    facts = machine_facts()
+    if not (root / ".git").exists():
+        assert facts["commit"] is None
+        return
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert facts["commit"] == head and isinstance(facts["dirty"], bool) and facts["zen"]

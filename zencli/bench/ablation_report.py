@@ -206,6 +206,9 @@ def render_markdown(data: dict[str, Any], plots: list[str] | str) -> str:
     lines.append(f"- Machine: {m.get('cpu_count', '?')} CPU(s) ({m.get('cpu_model') or 'unknown model'}), torch "
                  f"{m.get('torch', '?')} ({m.get('torch_threads', '?')} threads), Python {m.get('python', '?')}, "
                  f"{m.get('platform', '?')}")
+    if m.get("commit"):
+        lines.append(f"- zen {m.get('zen', '?')}, commit `{m['commit'][:12]}`"
+                     + (" with uncommitted changes" if m.get("dirty") else ""))
     folder = {"ner": "ner/*.tsv", "cws": "cws/*.txt"}.get(data["task"], data["task"])
     lines.append(f"- Data: `{fp['data']}`: fine-tuned on {folder} train, scored on dev and test; pretrained on "
                  "raw/train.txt (held-out: raw/dev.txt)")

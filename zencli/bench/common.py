@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,29 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def zen_source() -> dict[str, Any]:
+    """Which zen made a measurement: the package version, and the git commit (with `dirty` when the working
+    tree had changes) when zen runs from a git checkout; None where git or the checkout is missing."""
+    from zencli import __version__
+
+    root = Path(__file__).resolve().parents[2]
+    commit = dirty = None
+    if not (root / ".git").exists():  # an installed copy: no checkout of its own to ask
+        return {"zen": __version__, "commit": None, "dirty": None}
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"zen": __version__, "commit": commit, "dirty": dirty}
+
+
 def machine_facts() -> dict[str, Any]:
-    """What a measurement ran on: CPUs, load, torch / numpy / Python versions, platform."""
+    """What a measurement ran on: CPUs, load, torch / numpy / Python versions, platform, zen's source."""
     import numpy as np
     import torch
 
@@ -61,4 +83,5 @@ def machine_facts() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "load_avg": load,
+        **zen_source(),
     }
