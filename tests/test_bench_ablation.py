@@ -85,7 +85,7 @@ MICRO_FINETUNE = ["train.batch_size=8", "task.max_seq_len=32", "train.log_every=
 
 
 def micro_settings(data: Path, out: Path, **kw) -> AblationSettings:
-    base = dict(task="ner", data=data, out=out, seeds=2, pretrain_steps=4, finetune_steps=4,
+    base = dict(task="ner", data=data, out=out, seeds=2, pretrain_steps=4, finetune_steps=4, scratch_steps=4,
                 only=["zen2", "chte"], pretrain_sets=list(MICRO_PRETRAIN), finetune_sets=list(MICRO_FINETUNE))
     base.update(kw)
     return AblationSettings(**base)
@@ -103,7 +103,7 @@ def _sets(flag: str, sets: list[str]) -> list[str]:
 def cli(data: Path, out: Path, *args: str, seeds: int = 2, only: str = "zen2,chte"):
     """`zen bench ablation` in process with the micro settings; returns the CliRunner result."""
     cmd = ["bench", "ablation", "--task", "ner", "--data", str(data), "--out", str(out), "--seeds", str(seeds),
-           "--pretrain-steps", "4", "--finetune-steps", "4", "--only", only, "--quiet",
+           "--pretrain-steps", "4", "--finetune-steps", "4", "--scratch-steps", "4", "--only", only, "--quiet",
            *_sets("--set-pretrain", MICRO_PRETRAIN), *_sets("--set-finetune", MICRO_FINETUNE), *args]
     return runner.invoke(app, cmd)
 
@@ -160,8 +160,9 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
         assert (c.train.max_steps, c.train.warmup_steps, c.model.hidden_size) == (50, 5, 128)
         assert c.train.output_dir == tmp_path / "pretrain" / name
     fine = {v.name: plan.finetune_config(v, 2) for v in plan.variants}
-    for name, c in fine.items():
-        assert (c.train.seed, c.train.max_steps, c.train.eval_every, c.epochs) == (2, 30, 6, None)
+    for name, c in fine.items():  # from scratch: as many updates as pretraining + fine-tuning (50 + 30)
+        steps = 30 if name in pre else 80
+        assert (c.train.seed, c.train.max_steps, c.train.eval_every, c.epochs) == (2, steps, steps // 5, None)
         assert c.data.test == corpus / "ner" / "test.tsv" and c.model.vocab is None and c.model.ngram is None
         assert c.train.output_dir == tmp_path / "finetune" / name / "seed-2"
     assert fine["zen2-absolute"].model.pretrained == tmp_path / "pretrain" / "zen2-absolute" / "model"
@@ -177,6 +178,10 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     assert arch("chte-plain-residual") == (6, (2, 3, 4, 5, 6, 7), False, True)
     assert arch("chte-no-cnn") == (0, (), True, True)
     assert arch("transformer-crf") == (0, (), False, False)
+    chosen = Plan(AblationSettings(task="ner", data=corpus, out=tmp_path, pretrain_steps=50, finetune_steps=30,
+                                   scratch_steps=200, only=["chte"]))
+    assert chosen.finetune_config(chosen.variants[0], 1).train.max_steps == 200
+    assert chosen.settings.fingerprint()["scratch_steps"] == 200
     epochs = Plan(AblationSettings(task="cws", data=corpus, out=tmp_path, finetune_steps=None, finetune_epochs=1.5))
     c = epochs.finetune_config(epochs.variants[0], 1)
     assert c.epochs == 1.5 and c.data.train == corpus / "cws" / "train.txt" and c.train.eval_every == 0
@@ -186,6 +191,7 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     (["--only", "zen3"], "unknown variant 'zen3'"),
     (["--seeds", "0"], "--seeds: expected an integer >= 1"),
     (["--finetune-epochs", "1"], "give one of them, not both"),
+    (["--scratch-steps", "0"], "--scratch-steps: expected an integer >= 1"),
     (["--budget", "0"], "--budget: expected minutes > 0"),
 ])
 def test_bad_options_are_one_line_errors(corpus, tmp_path, args, needle):
@@ -264,7 +270,8 @@ def test_two_variants_two_seeds_run_and_report(finished):
     commit = report["machine"]["commit"]  # this checkout's, when the tests run from one
     md = (out / "report.md").read_text(encoding="utf-8")
     assert commit is None or (len(commit) == 40 and f"commit `{commit[:12]}`" in md)
-    assert "zen bench ablation --task ner" in md and "--pretrain-steps 4 --finetune-steps 4" in md
+    assert "zen bench ablation --task ner" in md and "--pretrain-steps 4 --finetune-steps 4 --scratch-steps 4" in md
+    assert "4 steps for the pretrained variants and 4 steps for those trained from scratch" in md
     assert "| relative positions beat absolute |" not in md  # zen2 is not in this ablation
     assert "| CNN heads help" not in md and "| gated residuals" not in md
     z = by["zen2-absolute"]

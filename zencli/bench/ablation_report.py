@@ -218,6 +218,8 @@ def render_markdown(data: dict[str, Any], plots: list[str] | str) -> str:
     sets = f" with {', '.join(fp['finetune_sets'])}" if fp["finetune_sets"] else ""
     length = (f"{fp['finetune_steps']:,} steps" if fp["finetune_steps"] is not None
               else f"{fp['finetune_epochs']:g} epoch(s)")
+    if fp.get("scratch_steps") is not None:
+        length += f" for the pretrained variants and {fp['scratch_steps']:,} steps for those trained from scratch"
     lines.append(f"- Fine-tuning: recipe `{fp['finetune_recipe']['name']}`{sets}, {length} per run, seeds "
                  f"{', '.join(map(str, plan['seeds']))}; score = {metric} × 100 of the model with the best dev "
                  f"score, mean ± sample std over seeds")

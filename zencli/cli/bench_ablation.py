@@ -14,8 +14,8 @@ from zencli.cli.common import console, err_console
 
 
 def _command(task: str, data: Optional[Path], out: Path, seeds: int, budget: Optional[float], pretrain_steps: int,
-             finetune_steps: Optional[int], finetune_epochs: Optional[float], only: Optional[str],
-             set_pretrain: list[str], set_finetune: list[str]) -> str:
+             finetune_steps: Optional[int], finetune_epochs: Optional[float], scratch_steps: Optional[int],
+             only: Optional[str], set_pretrain: list[str], set_finetune: list[str]) -> str:
     """The command line that reproduces (and continues) this ablation, options in a fixed order."""
     args = ["zen", "bench", "ablation", "--task", task]
     if data is not None:
@@ -23,6 +23,8 @@ def _command(task: str, data: Optional[Path], out: Path, seeds: int, budget: Opt
     args += ["--out", str(out), "--seeds", str(seeds), "--pretrain-steps", str(pretrain_steps)]
     args += (["--finetune-epochs", f"{finetune_epochs:g}"] if finetune_epochs is not None
              else ["--finetune-steps", str(finetune_steps)])
+    if scratch_steps is not None:
+        args += ["--scratch-steps", str(scratch_steps)]
     if only:
         args += ["--only", only]
     for s in set_pretrain:
@@ -49,6 +51,9 @@ def ablation(
                                                  f"(default {DEFAULT_FINETUNE_STEPS}; dev scored 5 times)."),
     finetune_epochs: Optional[float] = typer.Option(None, "--finetune-epochs", help="Fine-tuning epochs per run "
                                                     "instead of --finetune-steps (dev scored every epoch)."),
+    scratch_steps: Optional[int] = typer.Option(None, "--scratch-steps", help="Training steps of the variants "
+                                                "without pretraining (CHTE, Transformer-CRF); default: "
+                                                "--pretrain-steps + --finetune-steps."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated variants to run (default: all): zen2, "
                                        "zen1, bert, zen2-unweighted, zen2-absolute, zen2-charmask, transformer-crf, "
                                        "chte, chte-plain-residual, chte-no-cnn."),
@@ -79,13 +84,14 @@ def ablation(
 
     names = [x.strip() for x in only.split(",") if x.strip()] if only is not None else None
     settings = AblationSettings(task=task, data=Path("."), out=out, seeds=seeds, pretrain_steps=pretrain_steps,
-                                finetune_steps=finetune_steps, finetune_epochs=finetune_epochs, only=names,
+                                finetune_steps=finetune_steps, finetune_epochs=finetune_epochs,
+                                scratch_steps=scratch_steps, only=names,
                                 pretrain_sets=list(set_pretrain), finetune_sets=list(set_finetune))
     settings.validate()  # option errors before the dataset is located (which may fetch it)
     settings.data = dataset_dir(data)
     plan = Plan(settings)
-    command = _command(task, data, out, seeds, budget, pretrain_steps, finetune_steps, finetune_epochs, only,
-                       list(set_pretrain), list(set_finetune))
+    command = _command(task, data, out, seeds, budget, pretrain_steps, finetune_steps, finetune_epochs,
+                       scratch_steps, only, list(set_pretrain), list(set_finetune))
     from zencli.bench.ablation_runner import run_plan
 
     summary = None
