@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from zencli.bench.ablation import CLAIMS, VARIANT_NAMES, AblationSettings, Plan
 from zencli.bench.ablation_report import collect, mean_std, render_markdown, write_report
-from zencli.bench.ablation_runner import RESULTS, run_plan
+from zencli.bench.ablation_runner import RESULTS, is_finished, run_plan
 from zencli.cli.app import app
 from zencli.errors import ZenError
 
@@ -119,7 +119,7 @@ def finished(corpus, tmp_path_factory) -> tuple[Path, object]:
 
 # -- the plan -------------------------------------------------------------------------------------------
 
-def test_the_default_plan_has_every_variant_and_seed_in_seed_major_order(tmp_path):
+def test_the_default_plan_has_every_variant_and_seed_in_variant_major_order(tmp_path):
     plan = Plan(AblationSettings(task="ner", data=tmp_path, out=tmp_path / "out"))
     assert [v.name for v in plan.variants] == list(VARIANT_NAMES) and plan.seeds == [1, 2, 3]
     runs = plan.runs()
@@ -129,10 +129,10 @@ def test_the_default_plan_has_every_variant_and_seed_in_seed_major_order(tmp_pat
     assert [r.variant for r in runs if r.kind == "pretrain"] == pretrained
     fine = [(r.variant, r.seed) for r in runs if r.kind == "finetune"]
     assert len(fine) == 10 * 3 and len(set(fine)) == 30
-    assert [s for _, s in fine] == [1] * 10 + [2] * 10 + [3] * 10  # every variant's seed 1 first
-    for r in runs:  # a variant's pretraining comes before its first fine-tuning
-        if r.kind == "finetune" and r.variant in pretrained:
-            assert runs.index(next(p for p in runs if p.kind == "pretrain" and p.variant == r.variant)) < runs.index(r)
+    assert fine == [(v, s) for v in VARIANT_NAMES for s in (1, 2, 3)]  # all seeds of a variant, then the next
+    for v in pretrained:  # a variant's pretraining comes right before its seeds
+        i = runs.index(next(p for p in runs if p.kind == "pretrain" and p.variant == v))
+        assert [(r.kind, r.variant, r.seed) for r in runs[i + 1:i + 4]] == [("finetune", v, s) for s in (1, 2, 3)]
     assert len({r.dir for r in runs}) == len(runs)
     assert runs[-1].dir == tmp_path / "out" / "finetune" / "chte-no-cnn" / "seed-3"
     # only CHTE variants: nothing to pretrain, no lexicon
@@ -299,6 +299,31 @@ def test_a_second_invocation_skips_finished_runs(finished, corpus, monkeypatch):
     assert len(json.loads((out / "plan.json").read_text())["invocations"]) == 2
 
 
+RECORDS = ("plan.json", RESULTS, "timing.json", "metrics.jsonl")
+
+
+def test_an_ablation_continues_from_its_records_alone(finished, corpus, tmp_path, monkeypatch):
+    """Another machine gets only the small records of finished variants (no models, shards, lexicon or
+    checkpoints): nothing is redone and the report is the same; a variant with a seed left still needs
+    its pretraining, and that needs the lexicon."""
+    import shutil
+
+    out, _ = finished
+    copy = tmp_path / "copy"
+    for p in out.rglob("*"):
+        if p.is_file() and p.name in RECORDS and "checkpoints" not in p.parts and "model" not in p.parts:
+            (copy / p.relative_to(out)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, copy / p.relative_to(out))
+    assert not list(copy.rglob("*.safetensors")) and not (copy / "lexicon" / "vocab.txt").exists()
+    plan = Plan(micro_settings(corpus, copy, only=["zen2-absolute", "chte"]))
+    runs = plan.runs()
+    assert all(is_finished(r, runs) for r in runs)
+    assert [v["test_mean"] for v in collect(copy)["variants"]] == [v["test_mean"] for v in collect(out)["variants"]]
+    shutil.rmtree(copy / "finetune" / "zen2-absolute" / "seed-2")
+    assert [r.label for r in runs if not is_finished(r, runs)] == [
+        "lexicon (vocab + n-grams)", "pretrain zen2-absolute", "finetune zen2-absolute seed 2"]
+
+
 def test_another_setting_in_the_same_out_dir_is_refused(finished, corpus):
     out, _ = finished
     plan = Plan(micro_settings(corpus, out, pretrain_steps=5))
@@ -346,7 +371,7 @@ def test_the_budget_stops_starting_new_runs(corpus, tmp_path):
     summary = run_plan(Plan(settings), command="test", budget_min=1.0, show_progress=False,
                        clock=lambda: float(next(ticks)))
     assert summary.stopped_by_budget and [r.label for r in summary.completed] == ["finetune chte seed 1"]
-    assert [r.label for r in summary.left] == ["finetune chte-no-cnn seed 1", "finetune chte seed 2",
+    assert [r.label for r in summary.left] == ["finetune chte seed 2", "finetune chte-no-cnn seed 1",
                                                "finetune chte-no-cnn seed 2"]
     assert summary.estimate_left_s == pytest.approx(3 * 30.0)  # the left runs at the measured pace
     # through the CLI: at least one run per invocation, then what is left and how to continue
@@ -354,7 +379,7 @@ def test_the_budget_stops_starting_new_runs(corpus, tmp_path):
     assert r.exit_code == 0, r.output
     assert "2 of 4 runs finished, 2 left" in r.output and "the budget of 0.0001 min is used" in r.output
     assert "continue with: zen bench ablation --task ner" in r.output and "--budget 0.0001" in r.output
-    assert "finetune chte seed 2" in r.output
+    assert "finetune chte-no-cnn seed 1" in r.output
     md = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "## Not finished yet" in md and "- finetune chte-no-cnn seed 2" in md
 

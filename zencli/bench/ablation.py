@@ -264,16 +264,17 @@ class Plan:
         return self.out / "finetune" / name / f"seed-{seed}"
 
     def runs(self) -> list[Run]:
-        """Seed-major order: every variant's first seed before any second seed, so a partial run (budget)
-        already compares all variants; a variant's pretraining comes right before its first fine-tuning."""
+        """Variant-major order: a variant's pretraining, then all its seeds, then the next variant. A
+        pretrained model is only needed until its variant's seeds are done, so an ablation continued
+        elsewhere (a fresh clone with the finished runs' records, see `ablation_runner`) never has to
+        pretrain a finished variant again, and every seed of a variant starts from the same model."""
         runs: list[Run] = []
         if self.pretraining:
             runs.append(Run("lexicon", self.lexicon_dir))
-        for i, seed in enumerate(self.seeds):
-            for v in self.variants:
-                if v.pretrain is not None and i == 0:
-                    runs.append(Run("pretrain", self.pretrain_dir(v.name), v.name))
-                runs.append(Run("finetune", self.finetune_dir(v.name, seed), v.name, seed))
+        for v in self.variants:
+            if v.pretrain is not None:
+                runs.append(Run("pretrain", self.pretrain_dir(v.name), v.name))
+            runs += [Run("finetune", self.finetune_dir(v.name, seed), v.name, seed) for seed in self.seeds]
         return runs
 
     # -- recipes ------------------------------------------------------------------------------------

@@ -48,9 +48,22 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def is_finished(run: Run) -> bool:
+def is_finished(run: Run, runs: list[Run] | None = None) -> bool:
+    """Whether `run` has nothing left to do. A pretraining is finished with its model, or — given the
+    plan's `runs` — once every fine-tuning of its variant is (its model may then be gone: deleted to
+    save disk, or never copied with the records of an ablation continued on another machine); the
+    lexicon with its files, or once no pretraining needs them."""
     if run.kind == "pretrain":
-        return (run.dir / RESULTS).is_file() and (run.dir / "model" / "config.json").is_file()
+        if (run.dir / RESULTS).is_file() and (run.dir / "model" / "config.json").is_file():
+            return True
+        seeds = [r for r in runs or [] if r.kind == "finetune" and r.variant == run.variant]
+        return (run.dir / RESULTS).is_file() and bool(seeds) and all(is_finished(r) for r in seeds)
+    if run.kind == "lexicon":  # its files feed the pretrainings still to come (if any)
+        if not (run.dir / RESULTS).is_file():
+            return False
+        if all((run.dir / name).is_file() for name in ("vocab.txt", "ngram.txt")):
+            return True
+        return runs is not None and all(is_finished(r, runs) for r in runs if r.kind == "pretrain")
     return (run.dir / RESULTS).is_file()
 
 
@@ -194,8 +207,9 @@ def estimate_left(plan: Plan, left: list[Run]) -> float | None:
     all; None when nothing has finished yet."""
     by_variant: dict[tuple[str, str | None], list[float]] = {}
     by_kind: dict[str, list[float]] = {}
-    for r in plan.runs():
-        w = wall_seconds(r.dir) if is_finished(r) else 0.0
+    runs = plan.runs()
+    for r in runs:
+        w = wall_seconds(r.dir) if is_finished(r, runs) else 0.0
         if w > 0:
             by_variant.setdefault((r.kind, r.variant), []).append(w)
             by_kind.setdefault(r.kind, []).append(w)
@@ -226,7 +240,7 @@ def run_plan(plan: Plan, *, command: str, budget_min: float | None = None, conso
     plan.check_recipes()  # a bad --set key fails here, once, not in every run
     open_plan_dir(plan, command, machine_facts())
     runs = plan.runs()
-    pending = [r for r in runs if not is_finished(r)]
+    pending = [r for r in runs if not is_finished(r, runs)]
     summary = RunSummary(total=len(runs), done_before=len(runs) - len(pending))
     t0 = clock()
     if summary.done_before:
@@ -268,6 +282,6 @@ def run_plan(plan: Plan, *, command: str, budget_min: float | None = None, conso
             console.print(f"{escape(run.label)}: done in {wall / 60:.1f} min", highlight=False)
         summary.completed.append(run)
     summary.elapsed_s = clock() - t0
-    summary.left = [r for r in runs if not is_finished(r)]  # what the budget left, and what failed
+    summary.left = [r for r in runs if not is_finished(r, runs)]  # what the budget left, and what failed
     summary.estimate_left_s = estimate_left(plan, summary.left)
     return summary
