@@ -106,7 +106,7 @@ def tiny_model(tmp: Path, task: str, *extra: str, encoder: str = "zen2", decoder
     gold = cls.read(cfg.data.train)
     t = cls.from_training_data(cfg.task, gold)
     seed_everything(seed)
-    model, inputs, spec = build_task_model(cfg, t, [s.chars for s in gold.examples])
+    model, inputs, spec = build_task_model(cfg, t, gold.examples)
     return t, model.eval(), inputs, spec, gold
 
 

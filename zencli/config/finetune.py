@@ -133,6 +133,9 @@ class ModelSection:
     # n-gram slots
     ngram_rules: Literal["zen", "released"] = "zen"
     max_ngrams: int | None = None  # slots per input; None: task.max_seq_len
+    # cws/pos/ner: add the training data's words (entities for ner) of 2..8 chars seen at least this many
+    # times to the n-gram lexicon (new n-gram embedding rows; frequency = count in training); null: off
+    training_ngrams: int | None = None
     chte: ChteSection = field(default_factory=ChteSection)
 
     def validate(self) -> None:
@@ -144,6 +147,8 @@ class ModelSection:
             raise ZenError(f"num_hidden_word_layers: expected >= 0, got {self.num_hidden_word_layers}")
         if self.max_ngrams is not None and self.max_ngrams < 0:
             raise ZenError(f"max_ngrams: expected >= 0 or null, got {self.max_ngrams}")
+        if self.training_ngrams is not None and self.training_ngrams < 1:
+            raise ZenError(f"training_ngrams: expected a minimum count >= 1 or null, got {self.training_ngrams}")
 
 
 @dataclass

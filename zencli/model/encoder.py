@@ -108,6 +108,22 @@ class ZenModel(nn.Module):
             nn.init.xavier_normal_(module.r_r_bias)
             nn.init.xavier_normal_(module.r_w_bias)
 
+    def resize_ngram_table(self, rows: int) -> None:
+        """Grow the n-gram table to `rows` (n-grams appended to the lexicon): the existing rows are kept,
+        the new ones initialised as every n-gram row is; `config.word_size` follows."""
+        old = self.word_embeddings.word_embeddings
+        if rows < old.num_embeddings:
+            raise ValueError(f"the n-gram table has {old.num_embeddings} rows; it can only grow, not to {rows}")
+        if rows == old.num_embeddings:
+            return
+        new = nn.Embedding(rows, old.embedding_dim, padding_idx=0, sparse=old.sparse,
+                           device=old.weight.device, dtype=old.weight.dtype)
+        self.init_weights(new)
+        with torch.no_grad():
+            new.weight[:old.num_embeddings] = old.weight
+        self.word_embeddings.word_embeddings = new
+        self.config.word_size = rows
+
     def sparse_ngram_gradients(self, enabled: bool = True) -> nn.Parameter | None:
         """Make the n-gram table's gradient sparse (only the rows of the batch's n-grams) and return the
         table, so the trainer can give it a sparse optimizer (e.g. SparseAdam). With a dense gradient

@@ -30,6 +30,7 @@ import importlib
 import importlib.util
 import pkgutil
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -93,6 +94,11 @@ class Task(ABC):
     @abstractmethod
     def parse_input(self, text: str, source: str, line: int) -> Any:
         """One line of `zen predict` input → one example (raise ZenError naming source:line if bad)."""
+
+    def lexicon_units(self, examples: Sequence[Any]) -> Counter[str] | None:
+        """The multi-character units the labels of training `examples` mark (words, entities), with their
+        counts, for `model.training_ngrams`; None: this task's labels mark none."""
+        return None
 
     def data_notes(self, gold: GoldData) -> list[str]:
         """Things worth telling the user about a file this task will train or evaluate on."""

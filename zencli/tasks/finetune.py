@@ -117,8 +117,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
                          f"{' …' if len(unseen) > 6 else ''}); they are scored as errors")
 
     seed_everything(cfg.train.seed)  # model initialisation (fresh heads, new n-gram sides) is reproducible
-    sentences = [s.chars for s in train_gold.examples] if cfg.model.encoder == "chte" else None
-    model, inputs, spec = build_task_model(cfg, task, sentences)
+    model, inputs, spec = build_task_model(cfg, task, train_gold.examples)
     notes += spec.notes
     records, record_notes = task.training_records(train_gold.examples, inputs)
     notes += record_notes

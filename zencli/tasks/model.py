@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from torch import Tensor, nn
 from zencli.atomic_write import atomic_write_path, atomic_write_text
 from zencli.config.finetune import FinetuneConfig, ModelSection, TaskSection
 from zencli.config.loading import from_dict, to_dict
+from zencli.data.features import CharIds
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.checkpoint import (
@@ -278,12 +280,41 @@ def chte_config(m: ModelSection, *, feature_size: int | None, char_vocab_size: i
     return config
 
 
-def build_task_model(cfg: FinetuneConfig, task: Task, train_sentences: list | None = None
+def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
+                        min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
+    """`lexicon` with the `units` (training words or entities) of min_len..max_len chars seen at least
+    `min_count` times appended, most frequent first, their count as frequency; units already in the
+    lexicon keep their id and frequency. A unit is spelled with the tokens its characters get as model
+    input (`char_ids`), so it matches exactly where the text has it; one with an unknown char is left
+    out (it could only ever match [UNK]s)."""
+    vocab = char_ids.vocab
+    unk = char_ids.unk_id
+    counts: Counter[tuple[str, ...]] = Counter()
+    for text, n in units.items():
+        if n < min_count or not min_len <= len(text) <= max_len or any(c.isspace() for c in text):
+            continue
+        ids = char_ids(list(text))
+        if (ids == unk).any():
+            continue
+        tokens = tuple(vocab.id_to_token(int(i)) for i in ids)
+        if lexicon.style == "raw" and any(t.startswith("##") for t in tokens):
+            continue  # a raw-style file cannot spell a continuation piece
+        counts[tokens] += n
+    new = sorted((g for g in counts if not lexicon.id(g)), key=lambda g: (-counts[g], g))
+    if not new:
+        return lexicon, 0
+    return Lexicon([*lexicon.ngrams, *new], [*lexicon.freqs, *(counts[g] for g in new)], lexicon.style), len(new)
+
+
+def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[Any] | None = None
                      ) -> tuple[TaskModel, InputPipeline, ModelSpec]:
     """A new task model for `cfg` (weights: pretrained where given, fresh elsewhere; seed first).
 
-    `train_sentences` (lists of chars) build the bigram table of CHTE from characters."""
+    The task's `train_examples` give CHTE from characters its char and bigram tables, and
+    `model.training_ngrams` its words or entities (`Task.lexicon_units`)."""
     m = cfg.model
+    train_sentences = None if train_examples is None else [s.chars for s in train_examples] \
+        if m.encoder == "chte" else None
     source = load_encoder(m, cfg.task.max_seq_len)
     notes: list[str] = []
     if source.vocab is not None:
@@ -308,6 +339,22 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_sentences: list | No
     settings = InputSettings(max_seq_len=cfg.task.max_seq_len, lowercase=True if lowercase is None else lowercase,
                              strip_accents=strip_accents, ngram_rules=m.ngram_rules, max_ngrams=m.max_ngrams,
                              released_version=released_version)
+    if m.training_ngrams is not None:
+        if lexicon is None or source.encoder is None:
+            raise ZenError("model.training_ngrams: adds n-grams to a ZEN encoder's lexicon; this model has none "
+                           "(BERT, or CHTE from characters); remove the key or use zen2/zen1")
+        if train_examples is None:
+            raise ValueError("model.training_ngrams needs the training examples")
+        lexicon_units = task.lexicon_units(train_examples)
+        if lexicon_units is None:
+            raise ZenError(f"model.training_ngrams: the labels of task {task.name} mark no words or entities "
+                           f"(only cws, pos and ner); remove the key")
+        before = len(lexicon)
+        lexicon, added = add_training_ngrams(lexicon, lexicon_units, CharIds(vocab, settings.lowercase,
+                                             settings.strip_accents), m.training_ngrams)
+        source.encoder.resize_ngram_table(len(lexicon) + 1)
+        notes.append(f"n-gram lexicon: {added:,} training {'entities' if task.name == 'ner' else 'words'} seen >= "
+                     f"{m.training_ngrams} times added to the {before:,} n-grams (new embedding rows)")
     chte = None
     bigrams = None
     if m.encoder == "chte":

@@ -103,6 +103,14 @@ class TaggingTask(Task):
                          f"does not allow (kept as they are)")
         return notes
 
+    def lexicon_units(self, examples: Sequence[TaggedSentence]) -> Counter[str]:
+        """Words (cws, pos) or entities (ner) of the labelled sentences, by how often they occur."""
+        return Counter("".join(s.chars[a:b]) for s in examples if s.labels for a, b, _ in self.units(s.labels))
+
+    def units(self, labels: Sequence[str]) -> list[Span]:
+        """The (start, end, tag) units that labels mark: words; entities for ner."""
+        return word_spans(labels)
+
     def unseen_labels(self, gold: GoldData) -> dict[str, int]:
         """Gold labels the model does not know (never predicted, so always scored as errors)."""
         counts = Counter(lab for s in gold.examples for lab in (s.labels or []) if lab not in self.labels)
@@ -318,7 +326,7 @@ class NerTask(TaggingTask):
     name = "ner"
     description = "named entity recognition (BIO/IOBES/BMES per char; strict entity F1)"
 
-    def entities(self, labels: Sequence[str]) -> list[Span]:
+    def units(self, labels: Sequence[str]) -> list[Span]:
         return spans_from_labels(labels, self.scheme)
 
     def evaluate(self, gold, predictions, *, name="model", train=None):
@@ -338,11 +346,11 @@ class NerTask(TaggingTask):
 
     def _json_fields(self, text, labels):
         return {"entities": [{"text": text[s:e], "start": s, "end": e, "type": t}
-                             for s, e, t in self.entities(labels)]}
+                             for s, e, t in self.units(labels)]}
 
     def _text(self, text, labels):
         parts, pos = [], 0
-        for s, e, t in self.entities(labels):
+        for s, e, t in self.units(labels):
             parts += [text[pos:s], f"[{text[s:e]}]/{t}"]
             pos = e
         parts.append(text[pos:])

@@ -1,0 +1,127 @@
+"""`model.training_ngrams`: the training data's words (cws, pos) or entities (ner) join a ZEN model's
+n-gram lexicon at fine-tuning time — spelled as the model's input tokens, counted as frequencies, with
+new embedding rows — and the saved model carries the grown lexicon."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+
+from tests.test_finetune_cli import error, finetune
+from tests.test_tasks_tagging import NGRAM, REF, VOCAB, tiny_model
+from zencli.data.features import CharIds
+from zencli.lexicon.ngram_file import Lexicon
+from zencli.tasks.model import add_training_ngrams, load_task_model
+from zencli.text.vocab import Vocab
+
+pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+
+
+def _char_ids() -> CharIds:
+    return CharIds(Vocab.load(VOCAB))
+
+
+def test_units_are_appended_most_frequent_first_and_known_ones_keep_their_id():
+    lexicon = Lexicon([("北", "京"), ("大", "学")], [9000, 7000])
+    units = Counter({"北京": 5, "学习": 3, "图书馆": 3, "政策": 1, "我": 9, "北京大学的学生在图书馆": 4})
+    grown, added = add_training_ngrams(lexicon, units, _char_ids(), min_count=2)
+    # 北京 is known (id 1, corpus frequency kept); 我 is one char, the 11-char unit longer than 8;
+    # 政策 was seen once. Ties in count go by spelling.
+    assert added == 2
+    assert grown.ngrams == [("北", "京"), ("大", "学"), ("图", "书", "馆"), ("学", "习")]
+    assert grown.freqs == [9000, 7000, 3, 3]
+    assert lexicon.ngrams == [("北", "京"), ("大", "学")]  # the input lexicon is not changed
+    assert add_training_ngrams(lexicon, units, _char_ids(), min_count=1)[1] == 3  # now 政策 too
+
+
+def test_a_unit_with_an_unknown_char_or_white_space_is_left_out():
+    lexicon = Lexicon([("北", "京")], [10])
+    grown, added = add_training_ngrams(lexicon, Counter({"北龘": 5, "学 习": 5, "学习": 5}), _char_ids(), 1)
+    assert added == 1 and grown.ngrams[-1] == ("学", "习")
+
+
+# Made-up sentences whose multi-char words are not in the fixture lexicon (天地, 山水 ...) beside ones that
+# are (北京, 学习): (word, entity type or None).
+NEW = [
+    [("天地", None), ("山水", "LOC"), ("很", None), ("好", None)],
+    [("我们", "PER"), ("在", None), ("北京", "LOC"), ("学习", None), ("天地", None)],
+    [("山水", "LOC"), ("和", None), ("日月", None)],
+]
+
+
+def _data(tmp_path, task):
+    from tests.test_tasks_tagging import write_task_data
+
+    d = tmp_path / "new"
+    d.mkdir()
+    return write_task_data(d, task, [[(w, "n", e) for w, e in s] for s in NEW])
+
+
+def test_the_model_gets_new_rows_and_matches_the_new_words(tmp_path):
+    data = _data(tmp_path, "cws")
+    _, base, _, _, _ = tiny_model(tmp_path, "cws", f"data.train={data}")
+    _, model, inputs, spec, gold = tiny_model(tmp_path, "cws", f"data.train={data}", "model.training_ngrams=1")
+    released = Lexicon.load(NGRAM)
+    n = len(released)
+    # 天地 山水 我们 日月 are new (most frequent first, ties by spelling); 北京 学习 were known.
+    assert inputs.lexicon.ngrams[n:] == [("天", "地"), ("山", "水"), ("我", "们"), ("日", "月")]
+    assert inputs.lexicon.freqs[n:] == [2, 2, 1, 1]
+    assert inputs.lexicon.freq(("学", "习")) == released.freq(("学", "习"))  # the corpus frequency stays
+    table = model.encoder.word_embeddings.word_embeddings.weight
+    assert table.shape[0] == n + 5 == model.encoder.config.word_size
+    # The lexicon's rows are untouched (same seed); rows were only added.
+    torch.testing.assert_close(table[:n + 1], base.encoder.word_embeddings.word_embeddings.weight)
+    assert any("4 training words seen >= 1 times added" in x for x in spec.notes)
+    # The matcher finds a new word in text, at its place.
+    chars = list("他们在天地学习")
+    rec = inputs.char_windows([chars], [[(0, len(chars))]])[0][0]
+    found = {inputs.lexicon.ngrams[i - 1]: (int(s), int(k)) for i, s, k in
+             zip(rec["ngram_ids"], rec["ngram_starts"], rec["ngram_lengths"])}
+    assert found[("天", "地")] == (4, 2)  # chars 3..4, after [CLS]
+    assert found[("学", "习")] == (6, 2)
+
+
+def test_ner_adds_entities_not_words(tmp_path):
+    data = _data(tmp_path, "ner")
+    _, _, inputs, spec, _ = tiny_model(tmp_path, "ner", f"data.train={data}", "model.training_ngrams=1")
+    n = len(Lexicon.load(NGRAM))
+    assert inputs.lexicon.ngrams[n:] == [("山", "水"), ("我", "们")]  # entities; 天地 is a word only
+    assert any("2 training entities" in x for x in spec.notes)
+
+
+def test_a_task_whose_labels_mark_no_units_says_so(tmp_path):
+    data = tmp_path / "sa.tsv"
+    data.write_text("1\t北京很好\n0\t他不在\n", encoding="utf-8")
+    msg = error("--task", "sa", "--train", str(data), "-o", str(tmp_path / "o"), "--vocab", str(VOCAB),
+                "--ngram", str(NGRAM), "--set", "model.training_ngrams=1")
+    assert msg.startswith("model.training_ngrams:") and "task sa" in msg
+
+
+def test_finetune_saves_the_grown_lexicon_and_the_model_predicts_after_loading(tmp_path):
+    # Of the made-up training words only 我们 (once) is not a fixture n-gram.
+    r, out = finetune(tmp_path, "pos", "--set", "model.training_ngrams=1", steps=4)
+    model_dir = out / "model"
+    grown = (model_dir / "ngram.txt").read_text(encoding="utf-8").splitlines()
+    original = NGRAM.read_text(encoding="utf-8").splitlines()
+    assert grown == [*original, "我 们,1"]  # ids are line numbers: the original lines stay first
+    loaded = load_task_model(model_dir)
+    assert loaded.model.encoder.config.word_size == 101
+    assert loaded.inputs.lexicon.id(("我", "们")) == 100
+    examples = [loaded.task.parse_input("我们在图书馆学习", "stdin", 1)]
+    assert len(loaded.task.predict(loaded.model, loaded.inputs, examples)[0]) == 8
+    assert "1 training words seen >= 1 times added" in r.output
+    _, out2 = finetune(tmp_path, "pos", "--set", "model.training_ngrams=2", out="run2", steps=2, dev=False)
+    assert (out2 / "model" / "ngram.txt").read_text(encoding="utf-8").splitlines() == original
+
+
+def test_errors_name_the_key(tmp_path):
+    from tests.test_tasks_tagging import write_task_data
+
+    data = write_task_data(tmp_path, "cws")
+    common = ["--task", "cws", "--train", str(data), "-o", str(tmp_path / "o"), "--vocab", str(VOCAB)]
+    msg = error(*common, "--encoder", "bert", "--set", "model.training_ngrams=1")
+    assert msg.startswith("model.training_ngrams:") and "BERT" in msg
+    msg = error(*common, "--ngram", str(NGRAM), "--set", "model.training_ngrams=0")
+    assert "training_ngrams" in msg and ">= 1" in msg
