@@ -126,8 +126,9 @@ class ModelSection:
     num_attention_heads: int = 12
     intermediate_size: int = 3072
     num_hidden_word_layers: int = 6
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
+    # dropout of the encoder, from scratch or pretrained; null: 0.1 from scratch, a pretrained model's own
+    hidden_dropout_prob: float | None = None
+    attention_probs_dropout_prob: float | None = None
     max_position_embeddings: int = 512  # zen1/bert absolute positions: must cover task.max_seq_len
     relative_projection: bool = False  # ZEN 2.0 paper's trainable W_r (the released model has none)
     # n-gram slots
@@ -147,6 +148,10 @@ class ModelSection:
             raise ZenError(f"num_hidden_word_layers: expected >= 0, got {self.num_hidden_word_layers}")
         if self.max_ngrams is not None and self.max_ngrams < 0:
             raise ZenError(f"max_ngrams: expected >= 0 or null, got {self.max_ngrams}")
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            p = getattr(self, key)
+            if p is not None and not 0.0 <= p < 1.0:
+                raise ZenError(f"{key}: expected a probability in [0, 1) or null, got {p}")
         if self.training_ngrams is not None and self.training_ngrams < 1:
             raise ZenError(f"training_ngrams: expected a minimum count >= 1 or null, got {self.training_ngrams}")
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from zencli.model.attention import SelfAttention
 from zencli.model.config import ZenConfig
 from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
 from zencli.model.layer import TransformerLayer
@@ -107,6 +108,19 @@ class ZenModel(nn.Module):
         elif isinstance(module, RelativeSelfAttention):
             nn.init.xavier_normal_(module.r_r_bias)
             nn.init.xavier_normal_(module.r_w_bias)
+
+    def set_dropout(self, hidden: float | None = None, attention: float | None = None) -> None:
+        """Change the dropout rates of a built (e.g. pretrained) encoder and its config; None keeps one."""
+        if hidden is not None:
+            self.config.hidden_dropout_prob = hidden
+            for module in self.modules():
+                if isinstance(module, nn.Dropout):
+                    module.p = hidden
+        if attention is not None:
+            self.config.attention_probs_dropout_prob = attention
+            for module in self.modules():
+                if isinstance(module, (SelfAttention, RelativeSelfAttention)):
+                    module.dropout_p = attention
 
     def resize_ngram_table(self, rows: int) -> None:
         """Grow the n-gram table to `rows` (n-grams appended to the lexicon): the existing rows are kept,

@@ -197,7 +197,8 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
             config = ZenConfig(
                 vocab_size=vocab_rows, hidden_size=m.hidden_size, num_hidden_layers=m.num_hidden_layers,
                 num_attention_heads=m.num_attention_heads, intermediate_size=m.intermediate_size,
-                hidden_dropout_prob=m.hidden_dropout_prob, attention_probs_dropout_prob=m.attention_probs_dropout_prob,
+                hidden_dropout_prob=_or(m.hidden_dropout_prob, 0.1),
+                attention_probs_dropout_prob=_or(m.attention_probs_dropout_prob, 0.1),
                 max_position_embeddings=m.max_position_embeddings, word_size=word_size,
                 num_hidden_word_layers=m.num_hidden_word_layers if kind != "bert" else 0, encoder=kind,
                 relative_projection=m.relative_projection)
@@ -255,7 +256,12 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
             raise ZenError(f"model.ngram: {d} has no ngram.txt; give the pretrained model's ngram.txt")
         check_text_files(encoder.config, vocab, ngram)
     _check_positions(encoder.config, max_seq_len, f"task.max_seq_len ({d})")
+    encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
     return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _check_positions(config: ZenConfig, max_seq_len: int, key: str) -> None:
