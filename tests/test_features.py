@@ -331,6 +331,14 @@ def test_char_ids_normalise_like_the_tokenizer():
     assert CharIds.from_tokenizer(tok)(list("AÉ")).tolist() == [5, 6]
 
 
+def test_char_ids_read_a_char_unknown_in_one_width_in_the_other():
+    v = Vocab(SPECIALS + ["２", "##０", "，", "ｃ", "!"])
+    ids = {t: v.get(t) for t in ("２", "##０", "，", "ｃ", "!")}
+    assert CharIds(v)(list("20,C！x")).tolist() == [ids["２"], ids["##０"], ids["，"], ids["ｃ"], ids["!"], 1]
+    assert CharIds(v, width_fallback=False)(list("20,C")).tolist() == [1, 1, 1, 1]
+    assert CharIds.from_tokenizer(Tokenizer(v, width_fallback=False))(list("2")).tolist() == [1]
+
+
 def test_encode_with_offsets_spans_point_into_the_text():
     v = Vocab(SPECIALS + list("北京") + ["hello", "##s", ",", "world"])
     tok = Tokenizer(v, lowercase=True)

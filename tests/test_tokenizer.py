@@ -20,6 +20,7 @@ from zencli.text.tokenizer import (
     is_punctuation,
     is_removed,
     is_space,
+    width_variants,
 )
 from zencli.text.vocab import SPECIAL_TOKENS, Vocab
 
@@ -278,7 +279,7 @@ def test_basic_tokens_match_bert(text, setting):
 @given(text=_text, setting=st.sampled_from(_settings))
 def test_tokens_fast_equals_offsets_path_and_bert(text, setting):
     lower, strip = setting
-    tok = Tokenizer(Vocab(dict.fromkeys(_VOCAB)), lowercase=lower, strip_accents=strip)
+    tok = Tokenizer(Vocab(dict.fromkeys(_VOCAB)), lowercase=lower, strip_accents=strip, width_fallback=False)
     expected = ref_wordpiece(ref_basic(text, lower, strip), set(_VOCAB))
     slow = tok.tokenize(text)
     assert tok.tokens(text) == expected
@@ -355,3 +356,19 @@ def test_character_tables_agree_with_bert_definitions():
         c = chr(cp)
         assert is_removed(c) == removed[i] and is_punctuation(c) == punct[i], hex(cp)
         assert is_space(c) == (kind[i] == "space") and is_cjk(c) == (kind[i] == "cjk"), hex(cp)
+
+
+def test_a_word_unknown_in_one_width_is_read_in_the_other():
+    """A vocabulary of full-width text (PD98) reads half-width digits, letters and punctuation, and the
+    reverse; spans stay the original characters'. BERT's semantics without the fallback: [UNK]."""
+    vocab = Vocab([*SPECIAL_TOKENS, "２", "##０", "##２", "##４", "年", "，", "ｃ", "##ｐ", "##ｕ", "ok", "!"])
+    text = "2024年,CPU ｏｋ！ 2x"
+    tok = Tokenizer(vocab)
+    assert tok.tokens(text) == ["２", "##０", "##２", "##４", "年", "，", "ｃ", "##ｐ", "##ｕ", "ok", "!", "[UNK]"]
+    spans = [(t.text, text[t.start:t.end]) for t in tok.tokenize(text)]
+    assert spans == [("２", "2"), ("##０", "0"), ("##２", "2"), ("##４", "4"), ("年", "年"), ("，", ","), ("ｃ", "C"),
+                     ("##ｐ", "P"), ("##ｕ", "U"), ("ok", "ｏｋ"), ("!", "！"), ("[UNK]", "2x")]
+    assert tok.encode(text) == [t.id for t in tok.tokenize(text)]
+    bert = Tokenizer(vocab, width_fallback=False)
+    assert bert.tokens(text) == ["[UNK]", "年", "[UNK]", "[UNK]", "[UNK]", "[UNK]", "[UNK]"]
+    assert width_variants("Ａb") == ["Ａｂ", "Ab"] and width_variants("中") == []

@@ -55,7 +55,7 @@ from zencli.lexicon.matcher import (
     select_released,
 )
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.text.tokenizer import CONTINUATION, Tokenizer
+from zencli.text.tokenizer import CONTINUATION, Tokenizer, width_variants
 from zencli.text.vocab import UNK, Vocab
 
 Rules = Literal["zen", "released"]
@@ -294,12 +294,15 @@ class CharIds:
 
     A char maps to its normalised form (lower-cased when the tokenizer lower-cases, accents stripped
     when it strips them) if that is in the vocabulary, else to `##` + that form, else the same for the
-    char as written, else [UNK]. Never merges or drops a char, unlike the Tokenizer (which drops
+    char as written, else (`width_fallback`, as the Tokenizer) the same for its full-/half-width forms,
+    else [UNK]. Never merges or drops a char, unlike the Tokenizer (which drops
     control characters and splits on white space).
     """
 
-    def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None):
+    def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None,
+                 width_fallback: bool = True):
         self.vocab = vocab
+        self.width_fallback = width_fallback
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
         self.unk_id = vocab.special_id(UNK)
@@ -307,7 +310,7 @@ class CharIds:
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Tokenizer) -> CharIds:
-        return cls(tokenizer.vocab, tokenizer.lowercase, tokenizer.strip_accents)
+        return cls(tokenizer.vocab, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.width_fallback)
 
     def __call__(self, chars: Sequence[str]) -> np.ndarray:
         cache, lookup = self._cache, self._lookup
@@ -326,7 +329,10 @@ class CharIds:
         norm = c.lower() if self.lowercase else c
         if self.strip_accents:
             norm = "".join(d for d in unicodedata.normalize("NFD", norm) if unicodedata.category(d) != "Mn")
-        for form in (norm, c) if norm and norm != c else (c,):
+        forms = [norm, c] if norm and norm != c else [c]
+        if self.width_fallback:
+            forms += [v for f in forms for v in width_variants(f)]
+        for form in forms:
             for piece in (form, CONTINUATION + form):
                 i = ids.get(piece)
                 if i is not None:

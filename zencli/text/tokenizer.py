@@ -354,6 +354,19 @@ def char_pieces(text: str, lowercase: bool = True, strip_accents: bool | None = 
 # WordPiece
 
 
+# Half-width ASCII ! .. ~ and their full-width forms U+FF01 .. U+FF5E (plus the two spaces) differ by a constant.
+_FULL_OFFSET = 0xFEE0
+_TO_FULL = {c: c + _FULL_OFFSET for c in range(0x21, 0x7F)} | {0x20: 0x3000}
+_TO_HALF = {v: k for k, v in _TO_FULL.items()}
+
+
+def width_variants(text: str) -> list[str]:
+    """`text` written in full-width forms and in half-width ASCII, where either differs from it: what a
+    vocabulary built from one kind of text (PD98 has only full-width digits, letters and punctuation)
+    may know of the other kind (web text's `2024`, `CPU`, `!`)."""
+    return [v for v in (text.translate(_TO_FULL), text.translate(_TO_HALF)) if v != text]
+
+
 class _Lookup(dict):
     """A dict that answers `default` for missing keys (via __missing__, so lookups stay in C)."""
 
@@ -376,8 +389,10 @@ class Tokenizer:
         lowercase: bool = True,
         strip_accents: bool | None = None,
         max_chars_per_word: int = MAX_CHARS_PER_WORD,
+        width_fallback: bool = True,
     ):
         self.vocab = vocab
+        self.width_fallback = width_fallback
         self.basic = BasicTokenizer(lowercase, strip_accents)
         self.max_chars_per_word = max_chars_per_word
         self.unk_id = vocab.unk_id  # a clear error now if the vocabulary has no [UNK]
@@ -415,7 +430,20 @@ class Tokenizer:
 
     def wordpiece(self, word: str) -> list[tuple[str, int, int]] | None:
         """Greedy longest-match-first pieces of one basic token as (piece, start, end) in the word, or
-        None when the word is [UNK] (too long, or some part matches no vocabulary entry)."""
+        None when the word is [UNK] (too long, or some part matches no vocabulary entry).
+
+        With `width_fallback` (the default) a word BERT would make [UNK] is tried in full-width and in
+        half-width forms (`width_variants`; same length, so the spans hold) before it is given up: the
+        pieces are then the vocabulary's spelling. BERT's exact semantics: `width_fallback=False`."""
+        pieces = self._wordpiece(word)
+        if pieces is None and self.width_fallback:
+            for variant in width_variants(word):
+                pieces = self._wordpiece(variant)
+                if pieces is not None:
+                    break
+        return pieces
+
+    def _wordpiece(self, word: str) -> list[tuple[str, int, int]] | None:
         n = len(word)
         if n > self.max_chars_per_word:
             return None
