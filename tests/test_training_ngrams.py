@@ -1,6 +1,6 @@
-"""`model.training_ngrams`: the training data's words (cws, pos) or entities (ner) join a ZEN model's
-n-gram lexicon at fine-tuning time — spelled as the model's input tokens, counted as frequencies, with
-new embedding rows — and the saved model carries the grown lexicon."""
+"""`model.training_ngrams`: the training data's words (cws, pos), entities (ner) or PMI n-grams (sentence
+tasks) join a ZEN model's n-gram lexicon at fine-tuning time — spelled as the model's input tokens,
+counted as frequencies, with new embedding rows — and the saved model carries the grown lexicon."""
 
 from __future__ import annotations
 
@@ -91,12 +91,29 @@ def test_ner_adds_entities_not_words(tmp_path):
     assert any("2 training entities" in x for x in spec.notes)
 
 
-def test_a_task_whose_labels_mark_no_units_says_so(tmp_path):
+def test_a_sentence_task_adds_the_pmi_ngrams_of_its_training_texts(tmp_path):
+    """sa: no labelled words, so the PMI n-grams of the training texts (counted over the model's tokens)
+    join the lexicon."""
     data = tmp_path / "sa.tsv"
-    data.write_text("1\t北京很好\n0\t他不在\n", encoding="utf-8")
-    msg = error("--task", "sa", "--train", str(data), "-o", str(tmp_path / "o"), "--vocab", str(VOCAB),
-                "--ngram", str(NGRAM), "--set", "model.training_ngrams=1")
-    assert msg.startswith("model.training_ngrams:") and "task sa" in msg
+    lines = [f"{i % 2}\t{t}" for i, t in enumerate(["天地山水很好龘龘", "我们在天地山水学习", "天地山水和日月龘龘", "他们在北京"] * 3)]
+    data.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    r, out = finetune(tmp_path, "sa", "--set", "model.training_ngrams=3", "--train", str(data), "--dev", str(data),
+                      "--test", str(data), steps=2, dev=False)
+    grown = (out / "model" / "ngram.txt").read_text(encoding="utf-8").splitlines()
+    original = NGRAM.read_text(encoding="utf-8").splitlines()
+    assert grown[:len(original)] == original
+    added = {line.rsplit(",", 1)[0]: int(line.rsplit(",", 1)[1]) for line in grown[len(original):]}
+    assert added["天 地 山 水"] == 9 and all(n >= 3 for n in added.values()) and "北 京" not in added
+    assert not any("[UNK]" in g for g in added)  # 龘 is not in the vocabulary
+    assert "PMI n-grams of the training text seen >= 3 times added" in r.output
+
+
+def test_a_task_with_neither_words_nor_texts_says_so(tmp_path):
+    from tests.test_tasks_mrc import train_file
+
+    msg = error("--task", "mrc", "--train", str(train_file(tmp_path)), "-o", str(tmp_path / "o"), "--vocab",
+                str(VOCAB), "--ngram", str(NGRAM), "--set", "model.training_ngrams=1")
+    assert msg.startswith("model.training_ngrams:") and "task mrc" in msg
 
 
 def test_finetune_saves_the_grown_lexicon_and_the_model_predicts_after_loading(tmp_path):

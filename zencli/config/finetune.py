@@ -134,8 +134,9 @@ class ModelSection:
     # n-gram slots
     ngram_rules: Literal["zen", "released"] = "zen"
     max_ngrams: int | None = None  # slots per input; None: task.max_seq_len
-    # cws/pos/ner: add the training data's words (entities for ner) of 2..8 chars seen at least this many
-    # times to the n-gram lexicon (new n-gram embedding rows; frequency = count in training); null: off
+    # add n-grams of the training data seen at least this many times to the n-gram lexicon (new embedding
+    # rows; frequency = count in training): cws/pos the words, ner the entities, sentence tasks the PMI
+    # n-grams of the training texts; 2..8 tokens; null: off
     training_ngrams: int | None = None
     chte: ChteSection = field(default_factory=ChteSection)
 

@@ -100,6 +100,11 @@ class Task(ABC):
         counts, for `model.training_ngrams`; None: this task's labels mark none."""
         return None
 
+    def training_texts(self, examples: Sequence[Any]) -> list[str] | None:
+        """The raw texts of training `examples`, where `model.training_ngrams` takes the PMI n-grams of
+        the training text instead of labelled units; None: no such texts (labelled units, or neither)."""
+        return None
+
     def data_notes(self, gold: GoldData) -> list[str]:
         """Things worth telling the user about a file this task will train or evaluate on."""
         return [f"{gold.path}: {n}" for n in gold.info.notes]

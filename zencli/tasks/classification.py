@@ -134,6 +134,9 @@ class WindowedTask(Task):
         """(text, None) or (text A, text B) of an example."""
         return (example.a, example.b) if self.pair else (example.text, None)
 
+    def training_texts(self, examples: Sequence[Any]) -> list[str]:
+        return [t for e in examples for t in self.texts(e) if t]
+
     def is_empty(self, example: Any) -> bool:
         """An empty input line of `zen predict`: nothing to classify."""
         a, b = self.texts(example)

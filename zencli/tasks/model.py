@@ -51,7 +51,7 @@ from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings
-from zencli.text.vocab import SPECIAL_TOKENS, Vocab, read_sidecar
+from zencli.text.vocab import SPECIAL_TOKENS, UNK, Vocab, read_sidecar
 
 TASK_NAME = "task.json"
 TASK_FORMAT = "zen-task-model"
@@ -286,30 +286,60 @@ def chte_config(m: ModelSection, *, feature_size: int | None, char_vocab_size: i
     return config
 
 
-def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
-                        min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
-    """`lexicon` with the `units` (training words or entities) of min_len..max_len chars seen at least
-    `min_count` times appended, most frequent first, their count as frequency; units already in the
-    lexicon keep their id and frequency. A unit is spelled with the tokens its characters get as model
-    input (`char_ids`), so it matches exactly where the text has it; one with an unknown char is left
-    out (it could only ever match [UNK]s)."""
-    vocab = char_ids.vocab
-    unk = char_ids.unk_id
-    counts: Counter[tuple[str, ...]] = Counter()
+def spell_units(units: Counter[str], char_ids: CharIds, style: str = "tokens") -> Counter[tuple[str, ...]]:
+    """Training words or entities spelled with the tokens their characters get as model input
+    (`char_ids`), so each matches exactly where the text has it. A unit with white space or an unknown
+    char is left out (it could only ever match [UNK]s), so is one a raw-style lexicon cannot spell."""
+    vocab, unk = char_ids.vocab, char_ids.unk_id
+    out: Counter[tuple[str, ...]] = Counter()
     for text, n in units.items():
-        if n < min_count or not min_len <= len(text) <= max_len or any(c.isspace() for c in text):
+        if any(c.isspace() for c in text):
             continue
         ids = char_ids(list(text))
         if (ids == unk).any():
             continue
         tokens = tuple(vocab.id_to_token(int(i)) for i in ids)
-        if lexicon.style == "raw" and any(t.startswith("##") for t in tokens):
+        if style == "raw" and any(t.startswith("##") for t in tokens):
             continue  # a raw-style file cannot spell a continuation piece
-        counts[tokens] += n
-    new = sorted((g for g in counts if not lexicon.id(g)), key=lambda g: (-counts[g], g))
+        out[tokens] += n
+    return out
+
+
+def text_ngrams(texts: Sequence[str], vocab: Path, *, lowercase: bool, min_count: int, language: str
+                ) -> Counter[tuple[str, ...]]:
+    """The PMI n-grams (2..8 tokens, the language's PMI threshold, seen >= min_count times) of `texts`,
+    counted over the tokens the model reads (`zen lexicon` with the model's vocabulary), without [UNK]."""
+    import tempfile
+
+    from zencli.config.schema import LexiconConfig
+    from zencli.lexicon.extract import build
+
+    with tempfile.TemporaryDirectory(prefix="zen-training-ngrams-") as tmp:
+        corpus = Path(tmp) / "train.txt"
+        corpus.write_text("".join(" ".join(t.split()) + "\n" for t in texts), encoding="utf-8")
+        cfg = LexiconConfig(corpus=[corpus], output=Path(tmp) / "ngram.txt", language=language, vocab=vocab,
+                            lowercase=lowercase, min_freq=min_count, workers=1)
+        lexicon = build(cfg).lexicon
+    # A run of unknown chars is not an n-gram of the text: it would match any other such run.
+    return Counter({g: n for g, n in zip(lexicon.ngrams, lexicon.freqs) if UNK not in g})
+
+
+def add_ngrams(lexicon: Lexicon, ngrams: Counter[tuple[str, ...]], min_count: int, min_len: int = 2,
+               max_len: int = 8) -> tuple[Lexicon, int]:
+    """`lexicon` with the `ngrams` of min_len..max_len tokens seen at least `min_count` times appended,
+    most frequent first, their count as frequency; n-grams already in the lexicon keep their id and
+    frequency (ids are line numbers, so the lexicon's own lines stay first)."""
+    new = sorted((g for g, n in ngrams.items() if n >= min_count and min_len <= len(g) <= max_len
+                  and not lexicon.id(g)), key=lambda g: (-ngrams[g], g))
     if not new:
         return lexicon, 0
-    return Lexicon([*lexicon.ngrams, *new], [*lexicon.freqs, *(counts[g] for g in new)], lexicon.style), len(new)
+    return Lexicon([*lexicon.ngrams, *new], [*lexicon.freqs, *(ngrams[g] for g in new)], lexicon.style), len(new)
+
+
+def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
+                        min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
+    """`lexicon` with the training `units` (words or entities, `spell_units`) added (`add_ngrams`)."""
+    return add_ngrams(lexicon, spell_units(units, char_ids, lexicon.style), min_count, min_len, max_len)
 
 
 def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[Any] | None = None
@@ -351,16 +381,23 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
                            "(BERT, or CHTE from characters); remove the key or use zen2/zen1")
         if train_examples is None:
             raise ValueError("model.training_ngrams needs the training examples")
-        lexicon_units = task.lexicon_units(train_examples)
-        if lexicon_units is None:
-            raise ZenError(f"model.training_ngrams: the labels of task {task.name} mark no words or entities "
-                           f"(only cws, pos and ner); remove the key")
         before = len(lexicon)
-        lexicon, added = add_training_ngrams(lexicon, lexicon_units, CharIds(vocab, settings.lowercase,
-                                             settings.strip_accents), m.training_ngrams)
+        units, texts = task.lexicon_units(train_examples), task.training_texts(train_examples)
+        if units is not None:
+            char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
+            lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
+            what = f"training {'entities' if task.name == 'ner' else 'words'} seen >= {m.training_ngrams} times"
+        elif texts is not None:
+            language = side.get("language", "zh") if side else "zh"
+            found = text_ngrams(texts, source.vocab, lowercase=settings.lowercase, min_count=m.training_ngrams,
+                                language=language if language in ("zh", "ar") else "zh")
+            lexicon, added = add_ngrams(lexicon, found, m.training_ngrams)
+            what = f"PMI n-grams of the training text seen >= {m.training_ngrams} times"
+        else:
+            raise ZenError(f"model.training_ngrams: task {task.name} has neither labelled words nor training texts "
+                           f"to take n-grams from; remove the key")
         source.encoder.resize_ngram_table(len(lexicon) + 1)
-        notes.append(f"n-gram lexicon: {added:,} training {'entities' if task.name == 'ner' else 'words'} seen >= "
-                     f"{m.training_ngrams} times added to the {before:,} n-grams (new embedding rows)")
+        notes.append(f"n-gram lexicon: {added:,} {what} added to the {before:,} n-grams (new embedding rows)")
     chte = None
     bigrams = None
     if m.encoder == "chte":
