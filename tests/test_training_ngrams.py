@@ -36,6 +36,14 @@ def test_units_are_appended_most_frequent_first_and_known_ones_keep_their_id():
     assert add_training_ngrams(lexicon, units, _char_ids(), min_count=1)[1] == 3  # now 政策 too
 
 
+def test_a_raw_style_lexicon_takes_no_continuation_pieces():
+    from zencli.tasks.model import add_ngrams
+
+    raw = Lexicon([("北", "京")], [10], style="raw")
+    grown, added = add_ngrams(raw, Counter({("c", "##p", "##u"): 9, ("学", "习"): 3}), min_count=1)
+    assert added == 1 and grown.ngrams[-1] == ("学", "习") and grown.style == "raw"
+
+
 def test_a_unit_with_an_unknown_char_or_white_space_is_left_out():
     lexicon = Lexicon([("北", "京")], [10])
     grown, added = add_training_ngrams(lexicon, Counter({"北龘": 5, "学 习": 5, "学习": 5}), _char_ids(), 1)

@@ -286,10 +286,10 @@ def chte_config(m: ModelSection, *, feature_size: int | None, char_vocab_size: i
     return config
 
 
-def spell_units(units: Counter[str], char_ids: CharIds, style: str = "tokens") -> Counter[tuple[str, ...]]:
+def spell_units(units: Counter[str], char_ids: CharIds) -> Counter[tuple[str, ...]]:
     """Training words or entities spelled with the tokens their characters get as model input
     (`char_ids`), so each matches exactly where the text has it. A unit with white space or an unknown
-    char is left out (it could only ever match [UNK]s), so is one a raw-style lexicon cannot spell."""
+    char is left out (it could only ever match [UNK]s)."""
     vocab, unk = char_ids.vocab, char_ids.unk_id
     out: Counter[tuple[str, ...]] = Counter()
     for text, n in units.items():
@@ -298,10 +298,7 @@ def spell_units(units: Counter[str], char_ids: CharIds, style: str = "tokens") -
         ids = char_ids(list(text))
         if (ids == unk).any():
             continue
-        tokens = tuple(vocab.id_to_token(int(i)) for i in ids)
-        if style == "raw" and any(t.startswith("##") for t in tokens):
-            continue  # a raw-style file cannot spell a continuation piece
-        out[tokens] += n
+        out[tuple(vocab.id_to_token(int(i)) for i in ids)] += n
     return out
 
 
@@ -328,9 +325,12 @@ def add_ngrams(lexicon: Lexicon, ngrams: Counter[tuple[str, ...]], min_count: in
                max_len: int = 8) -> tuple[Lexicon, int]:
     """`lexicon` with the `ngrams` of min_len..max_len tokens seen at least `min_count` times appended,
     most frequent first, their count as frequency; n-grams already in the lexicon keep their id and
-    frequency (ids are line numbers, so the lexicon's own lines stay first)."""
+    frequency (ids are line numbers, so the lexicon's own lines stay first). A raw-style (ZEN 1.0)
+    lexicon cannot spell a `##` continuation piece, so such n-grams are left out of it."""
+    raw = lexicon.style == "raw"
     new = sorted((g for g, n in ngrams.items() if n >= min_count and min_len <= len(g) <= max_len
-                  and not lexicon.id(g)), key=lambda g: (-ngrams[g], g))
+                  and not lexicon.id(g) and not (raw and any(t.startswith("##") for t in g))),
+                 key=lambda g: (-ngrams[g], g))
     if not new:
         return lexicon, 0
     return Lexicon([*lexicon.ngrams, *new], [*lexicon.freqs, *(ngrams[g] for g in new)], lexicon.style), len(new)
@@ -339,7 +339,7 @@ def add_ngrams(lexicon: Lexicon, ngrams: Counter[tuple[str, ...]], min_count: in
 def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
                         min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
     """`lexicon` with the training `units` (words or entities, `spell_units`) added (`add_ngrams`)."""
-    return add_ngrams(lexicon, spell_units(units, char_ids, lexicon.style), min_count, min_len, max_len)
+    return add_ngrams(lexicon, spell_units(units, char_ids), min_count, min_len, max_len)
 
 
 def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[Any] | None = None
@@ -347,10 +347,10 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     """A new task model for `cfg` (weights: pretrained where given, fresh elsewhere; seed first).
 
     The task's `train_examples` give CHTE from characters its char and bigram tables, and
-    `model.training_ngrams` its words or entities (`Task.lexicon_units`)."""
+    `model.training_ngrams` its words, entities or texts (`Task.lexicon_units`, `Task.training_texts`)."""
     m = cfg.model
-    train_sentences = None if train_examples is None else [s.chars for s in train_examples] \
-        if m.encoder == "chte" else None
+    chte_chars = m.encoder == "chte" and train_examples is not None
+    train_sentences = [s.chars for s in train_examples] if chte_chars else None
     source = load_encoder(m, cfg.task.max_seq_len)
     notes: list[str] = []
     if source.vocab is not None:
