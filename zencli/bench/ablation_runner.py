@@ -53,18 +53,18 @@ def is_finished(run: Run, runs: list[Run] | None = None) -> bool:
     plan's `runs` — once every fine-tuning of its variant is (its model may then be gone: deleted to
     save disk, or never copied with the records of an ablation continued on another machine); the
     lexicon with its files, or once no pretraining needs them."""
+    if not (run.dir / RESULTS).is_file():
+        return False
     if run.kind == "pretrain":
-        if (run.dir / RESULTS).is_file() and (run.dir / "model" / "config.json").is_file():
+        if (run.dir / "model" / "config.json").is_file():
             return True
         seeds = [r for r in runs or [] if r.kind == "finetune" and r.variant == run.variant]
-        return (run.dir / RESULTS).is_file() and bool(seeds) and all(is_finished(r) for r in seeds)
+        return bool(seeds) and all(is_finished(r) for r in seeds)
     if run.kind == "lexicon":  # its files feed the pretrainings still to come (if any)
-        if not (run.dir / RESULTS).is_file():
-            return False
         if all((run.dir / name).is_file() for name in ("vocab.txt", "ngram.txt")):
             return True
         return runs is not None and all(is_finished(r, runs) for r in runs if r.kind == "pretrain")
-    return (run.dir / RESULTS).is_file()
+    return True
 
 
 def wall_seconds(run_dir: Path) -> float:

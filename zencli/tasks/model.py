@@ -197,15 +197,15 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
             config = ZenConfig(
                 vocab_size=vocab_rows, hidden_size=m.hidden_size, num_hidden_layers=m.num_hidden_layers,
                 num_attention_heads=m.num_attention_heads, intermediate_size=m.intermediate_size,
-                hidden_dropout_prob=_or(m.hidden_dropout_prob, 0.1),
-                attention_probs_dropout_prob=_or(m.attention_probs_dropout_prob, 0.1),
                 max_position_embeddings=m.max_position_embeddings, word_size=word_size,
                 num_hidden_word_layers=m.num_hidden_word_layers if kind != "bert" else 0, encoder=kind,
                 relative_projection=m.relative_projection)
         except ZenError as e:
             raise ZenError(f"model: {str(e).removeprefix('config: ')}") from None
         _check_positions(config, max_seq_len, "model.max_position_embeddings")
-        return EncoderSource(ZenModel(config), m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder")
+        encoder = ZenModel(config)  # ZenConfig's dropout (0.1) unless the recipe sets it
+        encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
+        return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder")
 
     d = Path(m.pretrained)
     want = m.encoder
@@ -258,10 +258,6 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
     _check_positions(encoder.config, max_seq_len, f"task.max_seq_len ({d})")
     encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
     return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what)
-
-
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
 
 
 def _check_positions(config: ZenConfig, max_seq_len: int, key: str) -> None:
@@ -382,7 +378,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         if train_examples is None:
             raise ValueError("model.training_ngrams needs the training examples")
         before = len(lexicon)
-        units, texts = task.lexicon_units(train_examples), task.training_texts(train_examples)
+        units = task.lexicon_units(train_examples)
+        texts = task.training_texts(train_examples) if units is None else None
         if units is not None:
             char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
             lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
