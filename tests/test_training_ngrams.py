@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -150,3 +151,53 @@ def test_errors_name_the_key(tmp_path):
     assert msg.startswith("model.training_ngrams:") and "BERT" in msg
     msg = error(*common, "--ngram", str(NGRAM), "--set", "model.training_ngrams=0")
     assert "training_ngrams" in msg and ">= 1" in msg
+
+
+def _slots(inputs, rec) -> set[tuple[str, ...]]:
+    return {inputs.lexicon.ngrams[i - 1] for i in rec["ngram_ids"]}
+
+
+def test_a_training_sentence_sees_only_what_the_other_sentences_hold(tmp_path):
+    """Leave-one-out: 日月 occurs once in training (sentence 3), so sentence 3 trains without it — as a test
+    sentence with an unknown word would — while 天地 (sentences 1 and 2) stays visible to both; a sentence
+    without 日月 still matches it, and prediction inputs match everything."""
+    data = _data(tmp_path, "cws")
+    task, _, inputs, spec, gold = tiny_model(tmp_path, "cws", f"data.train={data}", "model.training_ngrams=1")
+    records, _ = task.training_records(gold.examples, inputs)
+    assert len(records) == 3
+    assert ("天", "地") in _slots(inputs, records[0]) and ("天", "地") in _slots(inputs, records[1])
+    assert ("山", "水") in _slots(inputs, records[0]) and ("山", "水") in _slots(inputs, records[2])
+    assert ("日", "月") not in _slots(inputs, records[2])  # its own only occurrence
+    assert ("我", "们") not in _slots(inputs, records[1])
+    # Known n-grams of the model's own lexicon are never hidden: 北京 and 学习 occur once here too.
+    assert {("北", "京"), ("学", "习")} <= _slots(inputs, records[1])
+    chars = list("山水和日月")
+    rec = inputs.char_windows([chars], [[(0, len(chars))]])[0][0]
+    assert {("山", "水"), ("日", "月")} <= _slots(inputs, rec)
+    assert any("not its own" in x for x in spec.notes)
+
+
+def test_leave_one_out_counts_a_sentences_own_occurrences(tmp_path):
+    """With min_count 2, a word seen 3 times in all, twice in one sentence, is hidden from that sentence
+    (3 − 2 < 2) and visible to the sentence holding it once (3 − 1 >= 2)."""
+    from zencli.tasks.inputs import LeaveOneOut
+
+    lexicon = Lexicon([("北", "京"), ("天", "地"), ("山", "水")], [10, 3, 2])
+    loo = LeaveOneOut(lexicon, first_id=2, min_count=2, char_ids=_char_ids())
+    assert loo.excluded(Counter({"天地": 2})).tolist() == [2]
+    assert loo.excluded(Counter({"天地": 1})) is None
+    assert loo.excluded(Counter({"北京": 5, "山水": 1, "天地": 1})).tolist() == [3]  # 北京: the model's own
+
+
+def test_excluded_ids_are_dropped_before_the_slot_cap():
+    """An excluded n-gram never takes a slot: with a cap of one slot, the next-best match gets it."""
+    from zencli.data.features import NgramFeaturizer
+
+    vocab = Vocab.load(VOCAB)
+    lexicon = Lexicon([("天", "地"), ("山", "水")], [5, 9])
+    f = NgramFeaturizer(vocab, lexicon, max_ngrams=1, max_seq_len=16)
+    ids = _char_ids()(list("天地山水"))
+    assert f.featurize(ids)["ngram_ids"].tolist() == [2]  # the more frequent
+    assert f.featurize(ids, excluded=np.array([2]))["ngram_ids"].tolist() == [1]
+    out = f.featurize_batch([ids, ids], excluded=[np.array([1, 2]), None])
+    assert out[0]["ngram_ids"].tolist() == [] and out[1]["ngram_ids"].tolist() == [2]

@@ -131,10 +131,12 @@ class NgramFeaturizer:
 
     # ------------------------------------------------------------------ public API
 
-    def featurize(self, a: TokenIds, b: TokenIds | None = None, *, blocked: np.ndarray | None = None) -> Record:
+    def featurize(self, a: TokenIds, b: TokenIds | None = None, *, blocked: np.ndarray | None = None,
+                  excluded: np.ndarray | None = None) -> Record:
         """One example; see `featurize_batch`."""
         return self.featurize_batch([a], None if b is None else [b],
-                                    blocked=None if blocked is None else [blocked])[0]
+                                    blocked=None if blocked is None else [blocked],
+                                    excluded=None if excluded is None else [excluded])[0]
 
     def featurize_batch(
         self,
@@ -142,13 +144,15 @@ class NgramFeaturizer:
         b: Sequence[TokenIds | None] | None = None,
         *,
         blocked: Sequence[np.ndarray | None] | None = None,
+        excluded: Sequence[np.ndarray | None] | None = None,
     ) -> list[Record]:
         """Records for examples (a[i], b[i]); b[i] None (or b None) means a single segment.
 
         `a`, `b` hold token ids without specials. `blocked[i]`, a bool array over the full sequence
         (n tokens, [CLS] at 0), marks positions no n-gram may cover, e.g. the masked positions of a
         pretraining example (an n-gram covering a masked char would reveal it); such n-grams are dropped
-        before the slot cap, so they never take a slot.
+        before the slot cap, so they never take a slot. `excluded[i]` lists n-gram ids example i may not
+        use (a training sentence's own words, `LeaveOneOut`); they too are dropped before the cap.
         """
         n_ex = len(a)
         if b is not None and len(b) != n_ex:
@@ -178,7 +182,7 @@ class NgramFeaturizer:
         grid = np.zeros((n_ex, width), np.int64)  # [B, W] padded ids for the matcher
         grid[np.arange(width)[None, :] < n_tok[:, None]] = flat
         matches = self.matcher.match_batch(grid, n_tok)
-        matches = self._select(matches, len_a, n_tok, offsets, blocked)
+        matches = self._select(matches, len_a, n_tok, offsets, blocked, excluded)
 
         slot_bounds = np.searchsorted(matches.seq, np.arange(n_ex + 1)).tolist()
         seg_a_end = (len_a + 2).take(matches.seq)
@@ -225,14 +229,18 @@ class NgramFeaturizer:
         n_tok: np.ndarray,
         offsets: np.ndarray,
         blocked: Sequence[np.ndarray | None] | None,
+        excluded: Sequence[np.ndarray | None] | None = None,
     ) -> Matches:
-        """Drop matches touching specials / crossing A|B / covering blocked positions, then apply the rules."""
+        """Drop matches touching specials / crossing A|B / covering blocked positions / of excluded ids, then
+        apply the rules."""
         seq, start = m.seq, m.start
         end = start + m.length
         sep_a = (len_a + 1).take(seq)  # index of the first [SEP]
         keep = (start >= 1) & (end <= n_tok.take(seq) - 1) & ((end <= sep_a) | (start > sep_a))
         if blocked is not None:
             keep &= ~self._covers_blocked(m, n_tok, offsets, blocked)
+        if excluded is not None:
+            keep &= ~_is_excluded(m, excluded)
         if self.rules == "zen":
             keep &= (m.length >= self.min_len) & (m.length <= self.max_len)
         m = m.take(np.flatnonzero(keep))
@@ -273,6 +281,18 @@ class NgramFeaturizer:
         np.cumsum(np.concatenate(parts), out=csum[1:])
         s = offsets.take(m.seq) + m.start
         return csum.take(s + m.length) - csum.take(s) > 0
+
+
+def _is_excluded(m: Matches, excluded: Sequence[np.ndarray | None]) -> np.ndarray:
+    """[K] True where match k's n-gram id is in excluded[its example] (one isin over (example, id) keys)."""
+    if len(excluded) != m.n_seqs:
+        raise ValueError(f"{m.n_seqs} examples but {len(excluded)} excluded id lists")
+    lists = [(i, np.asarray(x, np.int64)) for i, x in enumerate(excluded) if x is not None and len(x)]
+    if not lists:
+        return np.zeros(len(m.seq), bool)
+    width = int(max(m.ngram_id.max(initial=0), max(int(x.max()) for _, x in lists))) + 1
+    keys = [i * width + x for i, x in lists]
+    return np.isin(m.seq.astype(np.int64) * width + m.ngram_id, np.concatenate(keys))
 
 
 def _rank_in_group(seq: np.ndarray, n_groups: int) -> np.ndarray:

@@ -50,7 +50,7 @@ from zencli.model.chte import ChteConfig, ChteEncoder
 from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.tasks.base import Task, task_class
-from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings
+from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings, LeaveOneOut, spell_units
 from zencli.text.vocab import SPECIAL_TOKENS, UNK, Vocab, read_sidecar
 
 TASK_NAME = "task.json"
@@ -282,22 +282,6 @@ def chte_config(m: ModelSection, *, feature_size: int | None, char_vocab_size: i
     return config
 
 
-def spell_units(units: Counter[str], char_ids: CharIds) -> Counter[tuple[str, ...]]:
-    """Training words or entities spelled with the tokens their characters get as model input
-    (`char_ids`), so each matches exactly where the text has it. A unit with white space or an unknown
-    char is left out (it could only ever match [UNK]s)."""
-    vocab, unk = char_ids.vocab, char_ids.unk_id
-    out: Counter[tuple[str, ...]] = Counter()
-    for text, n in units.items():
-        if any(c.isspace() for c in text):
-            continue
-        ids = char_ids(list(text))
-        if (ids == unk).any():
-            continue
-        out[tuple(vocab.id_to_token(int(i)) for i in ids)] += n
-    return out
-
-
 def text_ngrams(texts: Sequence[str], vocab: Path, *, lowercase: bool, min_count: int, language: str
                 ) -> Counter[tuple[str, ...]]:
     """The PMI n-grams (2..8 tokens, the language's PMI threshold, seen >= min_count times) of `texts`,
@@ -380,9 +364,11 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         before = len(lexicon)
         units = task.lexicon_units(train_examples)
         texts = task.training_texts(train_examples) if units is None else None
+        leave_one_out = None
         if units is not None:
             char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
             lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
+            leave_one_out = LeaveOneOut(lexicon, before + 1, m.training_ngrams, char_ids)
             what = f"training {'entities' if task.name == 'ner' else 'words'} seen >= {m.training_ngrams} times"
         elif texts is not None:
             language = side.get("language", "zh") if side else "zh"
@@ -395,6 +381,9 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
                            f"to take n-grams from; remove the key")
         source.encoder.resize_ngram_table(len(lexicon) + 1)
         notes.append(f"n-gram lexicon: {added:,} {what} added to the {before:,} n-grams (new embedding rows)")
+        if leave_one_out is not None:
+            notes.append(f"a training sentence matches the added n-grams that the other training sentences hold "
+                         f">= {m.training_ngrams} times (as a test sentence does), not its own")
     chte = None
     bigrams = None
     if m.encoder == "chte":
@@ -410,6 +399,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
                                  bigram_vocab_size=None)
         chte = ChteEncoder(config)
     inputs = InputPipeline(vocab, settings, lexicon, bigrams)
+    if m.training_ngrams is not None:
+        inputs.leave_one_out = leave_one_out
     head = task.build_head(TaskModel.output_size(source.encoder, chte))
     model = TaskModel(task, head, source.encoder, chte)
     spec = ModelSpec(

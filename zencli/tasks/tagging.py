@@ -149,12 +149,15 @@ class TaggingTask(Task):
         label_ids = [np.asarray(self.labels.encode_all(s.labels), np.int64) for s in sentences]
         windows = [self.training_windows(ids) for ids in label_ids]
         crf_trim = self.settings.decoder == "crf" and self.constraints is not None
+        loo = inputs.leave_one_out
+        excluded = None if loo is None else [loo.excluded(self.lexicon_units([s])) for s in sentences]
         records: list[Record] = []
         trimmed = 0
         chunk = 2048
         for c0 in range(0, len(sentences), chunk):
             part, part_windows = sentences[c0:c0 + chunk], windows[c0:c0 + chunk]
-            encoded = inputs.char_windows([s.chars for s in part], part_windows)
+            encoded = inputs.char_windows([s.chars for s in part], part_windows,
+                                          None if excluded is None else excluded[c0:c0 + chunk])
             for ids, ws, recs in zip(label_ids[c0:c0 + chunk], part_windows, encoded):
                 for (a, b), rec in zip(ws, recs):
                     lo, hi = a, b
