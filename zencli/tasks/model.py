@@ -355,6 +355,7 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     settings = InputSettings(max_seq_len=cfg.task.max_seq_len, lowercase=True if lowercase is None else lowercase,
                              strip_accents=strip_accents, ngram_rules=m.ngram_rules, max_ngrams=m.max_ngrams,
                              released_version=released_version)
+    leave_one_out = None
     if m.training_ngrams is not None:
         if lexicon is None or source.encoder is None:
             raise ZenError("model.training_ngrams: adds n-grams to a ZEN encoder's lexicon; this model has none "
@@ -364,7 +365,6 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         before = len(lexicon)
         units = task.lexicon_units(train_examples)
         texts = task.training_texts(train_examples) if units is None else None
-        leave_one_out = None
         if units is not None:
             char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
             lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
@@ -399,8 +399,7 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
                                  bigram_vocab_size=None)
         chte = ChteEncoder(config)
     inputs = InputPipeline(vocab, settings, lexicon, bigrams)
-    if m.training_ngrams is not None:
-        inputs.leave_one_out = leave_one_out
+    inputs.leave_one_out = leave_one_out
     head = task.build_head(TaskModel.output_size(source.encoder, chte))
     model = TaskModel(task, head, source.encoder, chte)
     spec = ModelSpec(
