@@ -289,3 +289,36 @@ def test_ill_formed_gold_gives_finite_loss_and_gradients():
     assert torch.isfinite(loss) and loss > 1000
     assert torch.isfinite(em.grad).all()
     assert crf.transitions.grad[0, 2] == 0  # forbidden entries are not trained
+
+
+def logsumexp_partition(crf: CRF, em: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The textbook forward algorithm, logsumexp over a [B, T, T] tensor per position (float64)."""
+    trans, start, end = crf.scores(torch.float64)
+    em = em.double()
+    alpha = start + em[:, 0]
+    for t in range(1, em.shape[1]):
+        nxt = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + em[:, t]
+        alpha = torch.where(mask[:, t].unsqueeze(1), nxt, alpha)
+    return torch.logsumexp(alpha + end, dim=1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 300.0])
+def test_log_partition_survives_scores_far_apart(scale):
+    """Confident emissions put most tags hundreds of nats below the best one, where exp underflows in float32
+    (the forward algorithm multiplies in exp space): log Z and its gradients must stay exact and finite."""
+    labels = [f"{p}-{t}" for t in ("n", "v", "nr") for p in "BMES"]
+    crf = CRF(len(labels), allowed_transitions(labels))
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        crf.transitions.normal_(generator=g)
+    lengths = torch.tensor([40, 17, 1, 33])
+    mask = torch.arange(40)[None] < lengths[:, None]
+    em = (scale * torch.randn(4, 40, len(labels), generator=g)).requires_grad_()
+    log_z = crf.log_partition(em, mask)
+    assert log_z.dtype == torch.float32
+    ref = logsumexp_partition(crf, em, mask)
+    assert torch.allclose(log_z.double(), ref, rtol=1e-6, atol=1e-3)
+    (grad,) = torch.autograd.grad(log_z.sum(), em)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), em)
+    assert torch.isfinite(grad).all()
+    assert torch.allclose(grad.double(), ref_grad.double(), atol=1e-3)  # the tag marginals (float32 sums of ~1e4)
