@@ -31,7 +31,7 @@ def test_a_run_that_needs_the_pretrained_model_fails_at_once_without_it(
     assert not (out / f"{name}.log").exists()
 
 
-def test_a_failed_pretraining_stops_the_run_that_waits_for_it(tmp_path: Path) -> None:
+def test_a_pretraining_that_cannot_start_stops_the_run_that_waits_for_it(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {"PATH": "/usr/bin:/bin", "ZEN_DATA": str(tmp_path / "missing")}
     p = subprocess.run(["bash", str(SCRIPT), str(out), "pretrain-sa", "sa"], capture_output=True, text=True,

@@ -304,8 +304,8 @@ def logsumexp_partition(crf: CRF, em: torch.Tensor, mask: torch.Tensor) -> torch
 
 @pytest.mark.parametrize("scale", [1.0, 30.0, 300.0])
 def test_log_partition_survives_scores_far_apart(scale):
-    """Confident emissions put most tags hundreds of nats below the best one, where exp underflows in float32
-    (the forward algorithm multiplies in exp space): log Z and its gradients must stay exact and finite."""
+    """Confident emissions put most tags hundreds of nats below the best one, where exp underflows (the forward
+    algorithm multiplies in exp space): log Z and its gradients must stay exact and finite."""
     labels = [f"{p}-{t}" for t in ("n", "v", "nr") for p in "BMES"]
     crf = CRF(len(labels), allowed_transitions(labels))
     g = torch.Generator().manual_seed(3)
