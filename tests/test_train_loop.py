@@ -98,18 +98,22 @@ def test_clipping_scales_the_gradient_adam_sees(tmp_path):
     assert _first_step_grad_norm_seen_by_adam(tmp_path / "free") == pytest.approx(logged[1], rel=1e-4)
 
 
-def test_in_process_crash_then_resume_matches_uninterrupted(tmp_path):
-    run(tmp_path / "full", max_steps=10, save_every=3, keep_last=5)
+def crash_at(call: int):
+    """lm_loss that raises on its `call`-th call (a crash during that step, one micro-batch per step)."""
     calls = {"n": 0}
 
     def crashing(model, batch):
         calls["n"] += 1
-        if calls["n"] == 8:  # during step 8, after the step-6 checkpoint
+        if calls["n"] == call:
             raise RuntimeError("simulated crash")
         return lm_loss(model, batch)
+    return crashing
 
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        run(tmp_path / "cut", loss_fn=crashing, max_steps=10, save_every=3, keep_last=5)
+
+def test_in_process_crash_then_resume_matches_uninterrupted(tmp_path):
+    run(tmp_path / "full", max_steps=10, save_every=3, keep_last=5)
+    with pytest.raises(RuntimeError, match="simulated crash"):  # during step 8, after the step-6 checkpoint
+        run(tmp_path / "cut", loss_fn=crash_at(8), max_steps=10, save_every=3, keep_last=5)
     assert [s for s, _ in losses(tmp_path / "cut")] == list(range(1, 8))
     _, result = run(tmp_path / "cut", max_steps=10, save_every=3, keep_last=5)
     assert result.start_step == 6 and result.step == 10

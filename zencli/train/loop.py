@@ -39,6 +39,10 @@ gradients are averaged after it); unscale (fp16); clip the global norm; AdamW (d
 (row-sparse tables) step; zero gradients. Then, as due: log (rank 0: progress, metrics.jsonl,
 TensorBoard), evaluate, checkpoint (atomic, keep the last `keep_last`; always at the end).
 
+With `ema_decay`, an exponential moving average of the weights follows every optimizer step
+(torch.optim.swa_utils.AveragedModel): evaluations score the average, best.pt holds it, checkpoints carry
+it for resuming, and `model` ends the run holding the averaged weights.
+
 With `max_minutes`, the run fits its step count and LR schedule into that wall-clock budget after timing
 its first steps, and stops at the budget at the latest (zencli.train.budget); `max_steps` is the cap.
 
@@ -215,6 +219,13 @@ class _Trainer:
                                            eps=s.adam_eps, weight_decay=s.weight_decay,
                                            sparse_tables=self.sparse_tables)
         self.scaler = grad_scaler(self.precision, ctx.device)
+        self.ema = None
+        if s.ema_decay is not None:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            # A copy of the model whose weights are the average; buffers follow the model's.
+            self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(s.ema_decay), use_buffers=False)
+            self.ema.module.eval()  # only ever evaluated
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
         self.total_steps = s.max_steps
         self.schedule = LinearWarmupDecay(s.lr, s.warmup_steps, s.max_steps)
@@ -288,6 +299,8 @@ class _Trainer:
             opt.load_state_dict(sd)
         if state.get("scaler"):
             self.scaler.load_state_dict(state["scaler"])
+        if self.ema is not None:
+            self.ema.load_state_dict(state["ema"])  # present: ema_decay is part of the fingerprint
         if self.budget is not None and state.get("budget"):
             self.budget.load_state_dict(state["budget"])
             self._plan(self.budget.total_steps)
@@ -362,6 +375,8 @@ class _Trainer:
                 else:
                     for opt in self.optimizers:
                         self.scaler.step(opt)
+                    if self.ema is not None:
+                        self.ema.update_parameters(self.model)
                     window.grad_norm += norm.item()
                 self.scaler.update()
                 for opt in self.optimizers:
@@ -391,6 +406,8 @@ class _Trainer:
                 if logged:
                     window.reset()  # after evaluating and saving: tokens/s measures training only
             D.barrier(ctx)
+            if self.ema is not None:
+                self.model.load_state_dict(self.ema.module.state_dict())
         finally:
             self.progress.close()
             if self.metrics_log is not None:
@@ -469,11 +486,12 @@ class _Trainer:
         s, ctx = self.s, self.ctx
         saved_rng = rng_state()
         metrics = None
+        scored = self.model if self.ema is None else self.ema.module
         if ctx.is_main:
             self.model.eval()
             try:
                 with torch.no_grad(), autocast(self.precision, ctx.device):
-                    metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
+                    metrics = {k: float(v) for k, v in self.eval_fn(scored).items()}
             finally:
                 self.model.train()
         metrics = D.broadcast_object(metrics, ctx)
@@ -491,7 +509,7 @@ class _Trainer:
                 if ctx.is_main:
                     self.ckdir.save_best({"format": FORMAT, "kind": "best", "step": step, "metric": s.best_metric,
                                           "value": value, "metrics": metrics, "fingerprint": self.fp,
-                                          "model": self.model.state_dict()})
+                                          "model": scored.state_dict()})
             else:
                 self.bad_evals += 1
                 if s.patience and self.bad_evals >= s.patience:
@@ -515,6 +533,7 @@ class _Trainer:
                 "model": self.model.state_dict(),
                 "optimizers": [opt.state_dict() for opt in self.optimizers],
                 "scaler": self.scaler.state_dict(), "schedule": self.schedule.state_dict(),
+                "ema": self.ema.state_dict() if self.ema is not None else None,
                 "budget": self.budget.state_dict() if self.budget is not None else None,
                 "rng": rngs, "data": data_states, "world_size": ctx.world_size,
                 "eval": {"best_value": self.best_value, "best_step": self.best_step,

@@ -47,6 +47,9 @@ class TrainSettings:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-6
+    # Keep an exponential moving average of the weights (decay per optimizer step, e.g. 0.999: a horizon of
+    # ~1,000 steps); evaluations, best.pt and the weights the run ends with are the average's. null: off.
+    ema_decay: float | None = None
     # embedding tables with >= sparse_min_rows rows get row-sparse gradients and a lazy AdamW update
     sparse_embeddings: bool = True
     sparse_min_rows: int = 1000
@@ -91,6 +94,7 @@ class TrainSettings:
         need(0 <= self.adam_beta1 < 1, "adam_beta1", "a number in [0, 1)")
         need(0 <= self.adam_beta2 < 1, "adam_beta2", "a number in [0, 1)")
         need(self.adam_eps > 0, "adam_eps", "a number > 0")
+        need(self.ema_decay is None or 0 < self.ema_decay < 1, "ema_decay", "a decay in (0, 1) or null")
         need(self.sparse_min_rows >= 1, "sparse_min_rows", "an integer >= 1")
         need(self.num_threads >= 0, "num_threads", "an integer >= 0 (0: torch's default)")
         need(self.save_every >= 0, "save_every", "an integer >= 0 (0: only at the end)")
@@ -115,6 +119,8 @@ class TrainSettings:
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = {k: getattr(self, k) for k in FINGERPRINT_KEYS}
-        if self.max_minutes is not None:  # only when set, so runs without a budget keep their fingerprints
-            fields["max_minutes"] = self.max_minutes
+        # only when set, so runs without a budget / an average keep their fingerprints
+        for key in ("max_minutes", "ema_decay"):
+            if getattr(self, key) is not None:
+                fields[key] = getattr(self, key)
         return fields
