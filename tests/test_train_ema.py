@@ -11,10 +11,14 @@ from zencli.train import IndexedBatches, TrainSettings, train
 from zencli.train.checkpoint import load_checkpoint
 
 
+def _weights(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
 def _recording_loss(seen: list[dict[str, torch.Tensor]]):
     """lm_loss that records the weights each step's forward pass sees (the weights after the step before)."""
     def loss_fn(model, batch):
-        seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        seen.append(_weights(model))
         return lm_loss(model, batch)
     return loss_fn
 
@@ -40,7 +44,7 @@ def test_evaluation_and_best_checkpoint_use_the_average(tmp_path):
     scored = []
 
     def eval_fn(model):
-        scored.append((model.training, {k: v.detach().clone() for k, v in model.state_dict().items()}))
+        scored.append((model.training, _weights(model)))
         return {"score": -float(len(scored))}  # the first evaluation stays the best
 
     model = build()

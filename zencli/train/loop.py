@@ -223,9 +223,8 @@ class _Trainer:
         if s.ema_decay is not None:
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-            # A copy of the model whose weights are the average; buffers follow the model's.
+            # A copy of the model whose weights are the average (only ever evaluated); buffers follow the model's.
             self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(s.ema_decay), use_buffers=False)
-            self.ema.module.eval()  # only ever evaluated
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
         self.total_steps = s.max_steps
         self.schedule = LinearWarmupDecay(s.lr, s.warmup_steps, s.max_steps)
@@ -488,7 +487,7 @@ class _Trainer:
         metrics = None
         scored = self.model if self.ema is None else self.ema.module
         if ctx.is_main:
-            self.model.eval()
+            scored.eval()
             try:
                 with torch.no_grad(), autocast(self.precision, ctx.device):
                     metrics = {k: float(v) for k, v in self.eval_fn(scored).items()}
