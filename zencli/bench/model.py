@@ -33,7 +33,8 @@ masked (replaced by [MASK]), NSP labels, and n-gram slots (`slots` per sequence,
 FLOPs (`forward_flops`), counted analytically, multiply-add = 2 FLOPs, per batch of B sequences:
 - each Transformer layer over T positions (T = L chars, or M n-gram slots), hidden H, FFN I:
   2·B·T·H·(4H + 2I) for the Q, K, V, output and FFN linears; 2·2·B·T²·H for Q·Kᵀ and A·V; ZEN 2.0
-  adds 2·B·T·(2T−1)·H for (Q+v)·Rᵀ against the 2T−1 relative offsets;
+  adds 2·B·T²·H for the position term Q'·K'ᵀ (relative_attention.py; with W_r: 2·B·T·(2T−1)·H for
+  (Q+v)·Rᵀ against the 2T−1 relative offsets);
 - fusion h + P·g after every char layer (ZEN only): 2·B·L·M·H;
 - pooler 2·B·H²; training adds the heads: MLM transform 2·N·H² and decoder 2·N·H·V at the N masked
   positions, NSP 2·B·H·2;
@@ -134,8 +135,10 @@ def model_config(size: ModelSize, encoder: str, *, vocab_size: int, ngram_rows: 
 
 # -- FLOPs ------------------------------------------------------------------------------------------
 
-def _relative_term(T: float, B: int, H: int) -> float:
-    return 2 * B * T * (2 * T - 1) * H  # (Q+v)·Rᵀ against the 2T−1 offsets, all heads
+def _relative_term(T: float, B: int, H: int, projection: bool) -> float:
+    if projection:
+        return 2 * B * T * (2 * T - 1) * H  # (Q+v)·Rᵀ against the 2T−1 offsets, all heads
+    return 2 * B * T * T * H  # Q'·K'ᵀ, all heads
 
 
 def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float, *,
@@ -146,7 +149,7 @@ def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked
 
     def layer(T: float) -> float:
         f = 2 * B * T * H * (4 * H + 2 * I) + 2 * 2 * B * T * T * H
-        return f + (_relative_term(T, B, H) if cfg.relative_positions else 0)
+        return f + (_relative_term(T, B, H, cfg.relative_projection) if cfg.relative_positions else 0)
 
     f = cfg.num_hidden_layers * layer(L) + 2 * B * H * H
     if cfg.has_ngrams and slots > 0:
@@ -158,14 +161,14 @@ def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked
 
 def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float) -> float:
     """Forward + backward of a training step: a product costs 3× its forward FLOPs (the backward takes
-    gradients w.r.t. both operands), except the products with a constant operand — the fixed sinusoid R
+    gradients w.r.t. both operands), except the products with a constant operand — the fixed sinusoid K'
     (without W_r) and the fusion matrix P — which cost 2×."""
     B, L, H = batch, seq_len, cfg.hidden_size
     constant = 0.0
     if cfg.relative_positions and not cfg.relative_projection:
-        constant += cfg.num_hidden_layers * _relative_term(L, B, H)
+        constant += cfg.num_hidden_layers * _relative_term(L, B, H, False)
         if cfg.has_ngrams and slots > 0:
-            constant += cfg.num_hidden_word_layers * _relative_term(slots, B, H)
+            constant += cfg.num_hidden_word_layers * _relative_term(slots, B, H, False)
     if cfg.has_ngrams and slots > 0:
         constant += cfg.num_hidden_layers * 2 * B * L * slots * H
     return 3 * forward_flops(cfg, batch, seq_len, slots, masked, heads=True) - constant

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from zencli.cli import bench_ablation, bench_lexicon, bench_matcher, bench_model, bench_speed
+from zencli.cli import bench_ablation, bench_lexicon, bench_matcher, bench_model, bench_peers, bench_speed
 
 app = typer.Typer(help="Measure speed and memory (lexicon, matcher, models, all at once) and run the papers' ablations.", no_args_is_help=True)
 app.command("lexicon")(bench_lexicon.lexicon)
 app.command("matcher")(bench_matcher.matcher)
 app.command("model")(bench_model.model)
 app.command("speed")(bench_speed.speed)
+app.command("peers")(bench_peers.peers)
 app.command("ablation")(bench_ablation.ablation)

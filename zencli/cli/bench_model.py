@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console, write_json_report
+from zencli.cli.common import console, progress_bar, write_json_report
 
 
 def _list(text: str) -> list[str]:
@@ -44,21 +44,10 @@ def model(
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
     """Time ZEN 2.0 / 1.0 against plain BERT (same run, interleaved): training step, inference, bf16."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     from zencli.bench.model import parse_size, run
 
     size_list = [parse_size(s) for s in _list(sizes)]
-    with Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=True) as progress:
+    with progress_bar() as progress:
         task = progress.add_task("preparing inputs", total=None)
         report = run(sizes=size_list, encoders=_list(encoders),
                      precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw,

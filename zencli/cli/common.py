@@ -23,3 +23,11 @@ def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     console.print(f"wrote {path}")
+
+
+def progress_bar():
+    """A transient Rich progress bar for benchmark rounds: description, bar, done/total, elapsed, ETA."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)

@@ -25,26 +25,52 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, L, A * d)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout_p: float) -> torch.Tensor:
-    """softmax(Q·Kᵀ/√d + bias)·V per head, dropout on the weights: q [B,A,L,d], k, v [B,A,S,d], additive
-    bias broadcastable to [B,A,L,S] → [B,A,L,d]. `dropout_p` must be 0 in eval mode.
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout_p: float, *,
+           rel_q: torch.Tensor | None = None, rel_k: torch.Tensor | None = None) -> torch.Tensor:
+    """softmax((Q·Kᵀ + Q'·K'ᵀ)/√d + bias)·V per head, dropout on the weights: q, rel_q [B,A,L,d], k, v
+    [B,A,S,d], rel_k [S,d] shared by batch and heads (or None), additive bias broadcastable to [B,A,L,S]
+    → [B,A,L,d]. `dropout_p` must be 0 in eval mode. d is q's head size (the √d of the scores).
 
-    On CPU it runs as baddbmm (the bias added inside the Q·Kᵀ product), softmax, bmm: measured on a
-    base-size layer under bf16 autocast, a training step is ~10% and inference ~5% faster than with
-    torch 2.13's scaled_dot_product_attention on CPU, and fp32 is as fast. Elsewhere SDPA picks its
-    fused GPU kernels.
+    The optional second product Q'·K'ᵀ is how ZEN 2.0's relative position term enters without a
+    [B,A,L,S] bias that needs a gradient (relative_attention.py). Which kernels run (each choice measured,
+    `zen bench peers` / `zen bench model`, docs/results.md):
+    - GPU: one scaled_dot_product_attention call over concatenated heads, [Q|Q']·[K|K']ᵀ, with only the
+      padding mask: SDPA's fused kernels, no score matrix stored for the backward;
+    - CPU, training: the scores as two matmuls added in place, the (usually [B,1,1,S]) mask broadcast-
+      added, softmax, dropout, ·V — faster than torch's CPU SDPA under autograd and than a baddbmm over
+      an expanded bias;
+    - CPU, no gradient (inference, evaluation): torch's CPU SDPA kernel, about twice as fast as the
+      matmul-softmax-matmul there; the position term goes into its additive bias (its flash kernel is
+      slower with the 2d-wide concatenated heads).
     """
     bias = bias.to(q.dtype)
     if q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
-    B, A, L, d = q.shape
-    S = k.shape[2]
-    scores = torch.baddbmm(bias.expand(B, A, L, S).reshape(B * A, L, S),
-                           (q * d ** -0.5).reshape(B * A, L, d), k.reshape(B * A, S, d).transpose(1, 2))
-    probs = torch.softmax(scores, dim=-1)  # [B·A, L, S]
+        return _attend_fused(q, k, v, bias, dropout_p, rel_q, rel_k)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, rel_q, bias)):
+        return _attend_unfused(q, k, v, bias, dropout_p, rel_q, rel_k)
+    if rel_q is not None:
+        bias = torch.matmul(rel_q * q.shape[-1] ** -0.5, rel_k.to(q.dtype).transpose(0, 1)) + bias  # [B,A,L,S]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+
+
+def _attend_unfused(q, k, v, bias, dropout_p, rel_q, rel_k):
+    scale = q.shape[-1] ** -0.5
+    scores = torch.matmul(q * scale, k.transpose(-1, -2))  # [B,A,L,S]
+    if rel_q is not None:
+        scores += torch.matmul(rel_q * scale, rel_k.to(rel_q.dtype).transpose(0, 1))  # [B,A,L,d]·[d,S]
+    scores += bias
+    probs = torch.softmax(scores, dim=-1)
     if dropout_p > 0:
         probs = F.dropout(probs, dropout_p)
-    return torch.bmm(probs, v.reshape(B * A, S, d)).view(B, A, L, d)
+    return torch.matmul(probs, v)
+
+
+def _attend_fused(q, k, v, bias, dropout_p, rel_q, rel_k):
+    scale = q.shape[-1] ** -0.5  # of the content head size d, also when the heads are concatenated to 2d
+    if rel_q is not None:
+        q = torch.cat([q, rel_q], dim=-1)  # [B,A,L,2d]
+        k = torch.cat([k, rel_k.to(k.dtype).expand(*k.shape[:-1], rel_k.shape[-1])], dim=-1)  # [B,A,S,2d]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
 
 
 class SelfAttention(nn.Module):

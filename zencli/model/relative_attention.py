@@ -11,10 +11,23 @@ names) and zen keeps those names. The released model has no W_r: `relative_proje
 paper's trainable W_r (eq. 4) the Transformer-XL way — the sinusoid then has the model width H and
 W_r [H,H] maps it to one d-vector per head.
 
-How it is computed: the position term only depends on k−q, so (Q+v)·R is taken against the 2L−1
-distinct offsets ([B,A,L,2L−1], with Q+v scaled by 1/√d first: a [.., d] product instead of an [.., L]
-one) and then skewed into [B,A,L,L] as a strided view. That matrix plus the padding mask is the additive
-bias of `attention.attend`, which computes the (Q+u)·K term, the softmax, dropout and ·V.
+How it is computed (released form, no W_r): the position term is a sum of sinusoids of the offset, and
+each splits into a query part times a key part by the angle-difference identities. With ω_j as above,
+x = Q_q + v split into halves a, b (the sin and cos halves of R), and c_i = cos(i·ω), s_i = sin(i·ω):
+
+    x·R_{k−q} = Σ_j a_j sin((k−q)ω_j) + b_j cos((k−q)ω_j)
+              = Σ_j (a_j c_q + b_j s_q)_j s_k,j + (b_j c_q − a_j s_q)_j c_k,j  =  Q'_q · K'_k
+
+with Q'_q = [a∘c_q + b∘s_q | b∘c_q − a∘s_q] (a rotation of x by its own position) and K'_k = [s_k | c_k]
+(the same for every head and batch row). So the whole score is one product of width 2d,
+[Q+u | Q']·[K | K']ᵀ/√d + mask: no [B,A,L,L] position matrix is built, and on a GPU
+`attention.attend` hands it to scaled_dot_product_attention's fused kernels with only the padding mask.
+The tables are computed in float64 from the released float32 ω, so the result equals the released
+table's (which rounds each angle p·ω to float32 first) to within float32 rounding of that angle.
+
+With W_r (`relative_projection=True`) R_p = W_r·sinusoid_p has no such split per head at width d, so
+(Q+v)·R is taken against the 2L−1 distinct offsets ([B,A,L,2L−1], Q+v scaled by 1/√d first) and skewed
+into a [B,A,L,L] additive bias as a strided view.
 """
 
 from __future__ import annotations
@@ -52,6 +65,21 @@ def skew(by_offset: torch.Tensor) -> torch.Tensor:
     return t.as_strided((*t.shape[:-1], L), (*t.stride()[:-2], W - 1, 1), t.storage_offset() + L - 1)
 
 
+def rotation_tables(length: int, dim: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos(i·ω_j), sin(i·ω_j) for positions i = 0 … L−1 and the released ω_j (float32 values, as in
+    `relative_sinusoid`): two [L, dim/2] float32 tables, computed in float64."""
+    half = dim // 2
+    omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
+    angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * omega.double()[None, :]
+    return angles.cos().float(), angles.sin().float()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Q' = [a∘c + b∘s | b∘c − a∘s] for x = [a | b]: [..., L, d] with cos, sin [L, d/2] → [..., L, d]."""
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([a * cos + b * sin, b * cos - a * sin], dim=-1)
+
+
 class RelativeSelfAttention(nn.Module):
     def __init__(self, config: ZenConfig):
         super().__init__()
@@ -67,9 +95,7 @@ class RelativeSelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
 
     def position_table(self, length: int, device: torch.device) -> torch.Tensor:
-        """R for this layer: [2L−1, d] shared by heads, or [A, 2L−1, d] after W_r."""
-        if self.r_proj is None:
-            return relative_sinusoid(length, self.head_size, device)
+        """R for this layer with W_r: [A, 2L−1, d]."""
         R = self.r_proj(relative_sinusoid(length, self.num_heads * self.head_size, device))  # [2L−1,H]
         return R.view(2 * length - 1, self.num_heads, self.head_size).transpose(0, 1)
 
@@ -79,13 +105,15 @@ class RelativeSelfAttention(nn.Module):
         q = split_heads(self.query(x), self.num_heads)  # [B,A,L,d]
         k = split_heads(self.key(x), self.num_heads)
         v = split_heads(self.value(x), self.num_heads)
-        content_bias = self.r_r_bias.to(q.dtype)[:, None, :]  # u: [A,1,d]
-        position_bias = self.r_w_bias.to(q.dtype)[:, None, :]  # v: [A,1,d]
-
-        R = self.position_table(L, x.device).to(q.dtype)
-        scaled = (q + position_bias) * (1.0 / math.sqrt(self.head_size))
-        by_offset = torch.matmul(scaled, R.transpose(-1, -2))  # [B,A,L,2L−1]
-        bias = skew(by_offset) + mask.to(q.dtype)  # [B,A,L,L]
-
-        ctx = attend(q + content_bias, k, v, bias, self.dropout_p if self.training else 0.0)
+        content = q + self.r_r_bias.to(q.dtype)[:, None, :]  # Q+u: [B,A,L,d]
+        positional = q + self.r_w_bias.to(q.dtype)[:, None, :]  # Q+v
+        dropout_p = self.dropout_p if self.training else 0.0
+        if self.r_proj is None:
+            cos, sin = rotation_tables(L, self.head_size, x.device)  # [L,d/2] each
+            ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, cos.to(q.dtype), sin.to(q.dtype)),
+                         rel_k=torch.cat([sin, cos], dim=1))  # K' [L,d]
+        else:
+            R = self.position_table(L, x.device).to(q.dtype)
+            by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)), R.transpose(-1, -2))  # [B,A,L,2L−1]
+            ctx = attend(content, k, v, skew(by_offset) + mask.to(q.dtype), dropout_p)  # bias [B,A,L,L]
         return merge_heads(ctx)

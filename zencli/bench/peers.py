@@ -1,0 +1,214 @@
+"""zen's encoders against the code they replace, measured in one run: `zen bench peers`.
+
+Peers, each only where it is available on this machine (zen ships none of their code):
+- `released`: the released ZEN 2.0 code, from a checkout the user names (`--released DIR`, the folder
+  holding `ZEN2/modeling.py`); its module is imported from there. It takes the dense fusion matrix
+  P [B,L,M] as input: the benchmark builds it once per batch outside the timed region, as the released
+  data pipeline does on the host per example (that host cost is not in its numbers).
+- `hf-bert`: Hugging Face's `BertModel` / `BertForPreTraining` (`transformers` installed) with its SDPA
+  attention: the same-size plain BERT.
+- zen's own `zen2` and `bert` encoders.
+
+Per size, on the same synthetic batches as `zen bench model` (seq_len tokens, `slots` n-gram slots of
+which ~40% per char are filled; the released model runs its n-gram tower on all `slots`, zen on the
+slots any row uses):
+- inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included);
+- training: MLM + NSP pretraining step (forward, backward, clipping, optimizer step): dense AdamW for the
+  peers; zen with its own optimizer setup (AdamW + row-sparse LazyAdamW for big tables).
+Rounds are interleaved in rotated order after `warmup` untimed rounds; ratios are medians of per-round
+ratios, timed by process CPU time with one thread (immune to other load), else by wall clock.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from zencli.bench.model import (
+    BETAS,
+    CLIP_NORM,
+    EPS,
+    LR,
+    WEIGHT_DECAY,
+    Clock,
+    ModelSize,
+    Variant,
+    _median,
+    _ratio,
+    encoder_inputs,
+    make_batches,
+    model_config,
+    synthetic_chars,
+)
+from zencli.errors import ZenError
+from zencli.model.ngram_fusion import ngram_position_matrix
+from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
+from zencli.train.optim import clip_grad_norm
+
+PEERS = ("released", "hf-bert")
+
+
+def load_released(directory: Path) -> Any:
+    """The released `ZEN2.modeling` module from a checkout of the released code."""
+    root = Path(directory)
+    if not (root / "ZEN2" / "modeling.py").is_file():
+        raise ZenError(f"--released: {root}: expected a checkout of the released ZEN 2.0 code "
+                       "(a folder holding ZEN2/modeling.py)")
+    sys.path.insert(0, str(root.resolve()))
+    try:
+        return importlib.import_module("ZEN2.modeling")
+    except Exception as e:  # the released code's own import errors (e.g. a numpy alias it needs)
+        raise ZenError(f"--released: importing {root}/ZEN2/modeling.py failed: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.pop(0)
+
+
+def hf_available() -> bool:
+    try:
+        importlib.import_module("transformers")
+    except ImportError:
+        return False
+    return True
+
+
+class PeerVariant:
+    """A peer model: `train_step` and `infer` with the same clocks as zen's `Variant`."""
+
+    def __init__(self, name: str, pretraining: nn.Module, encoder: nn.Module,
+                 train_fn: Callable[[nn.Module, dict], torch.Tensor], infer_fn: Callable[[nn.Module, dict], Any]):
+        self.name, self.model, self.encoder = name, pretraining, encoder
+        self.train_fn, self.infer_fn = train_fn, infer_fn
+        self.params = [p for p in pretraining.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
+
+    def train_step(self, batch: dict) -> tuple[float, float]:
+        self.model.train()
+        clock = Clock(torch.device("cpu"))
+        loss = self.train_fn(self.model, batch)
+        loss.backward()
+        clip_grad_norm(self.params, CLIP_NORM)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return clock.lap()
+
+    def infer(self, batch: dict) -> tuple[float, float]:
+        self.encoder.eval()
+        clock = Clock(torch.device("cpu"))
+        with torch.inference_mode():
+            self.infer_fn(self.encoder, batch)
+        return clock.lap()
+
+
+def released_variant(module: Any, size: ModelSize, vocab_size: int, ngram_rows: int, seed: int) -> PeerVariant:
+    torch.manual_seed(seed)
+    cfg = module.ZenConfig(vocab_size, word_vocab_size=ngram_rows, hidden_size=size.hidden,
+                           num_hidden_layers=size.layers, num_attention_heads=size.heads,
+                           intermediate_size=size.intermediate, num_hidden_word_layers=size.ngram_layers)
+    model = module.ZenForPreTraining(cfg)
+
+    def inputs(b: dict) -> tuple:
+        return (b["input_ids"], b["ngram_ids"], b["released_P"], b["token_type_ids"], b["ngram_token_type_ids"],
+                b["attention_mask"], b["ngram_attention_mask"])
+
+    def train(m: nn.Module, b: dict) -> torch.Tensor:
+        labels = b["mlm_labels"].masked_fill(b["mlm_labels"] == IGNORE_INDEX, -1)  # its ignore_index is -1
+        return m(*inputs(b), masked_lm_labels=labels, next_sentence_label=b["nsp_labels"])
+
+    def infer(m: nn.Module, b: dict) -> Any:
+        return m(*inputs(b), output_all_encoded_layers=False)
+
+    return PeerVariant("released zen2", model, model.bert, train, infer)
+
+
+def hf_variant(size: ModelSize, vocab_size: int, seed: int) -> PeerVariant:
+    from transformers import BertConfig, BertForPreTraining
+
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=size.hidden, num_hidden_layers=size.layers,
+                     num_attention_heads=size.heads, intermediate_size=size.intermediate,
+                     attn_implementation="sdpa")
+    model = BertForPreTraining(cfg)
+
+    def train(m: nn.Module, b: dict) -> torch.Tensor:
+        return m(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
+                 labels=b["mlm_labels"], next_sentence_label=b["nsp_labels"]).loss
+
+    def infer(m: nn.Module, b: dict) -> Any:
+        return m(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
+
+    return PeerVariant("hf-bert", model, model.bert, train, infer)
+
+
+def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[str], steps: int, warmup: int,
+        batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int, threads: int, seed: int,
+        log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
+        on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
+    """Interleaved timings of zen2, zen's bert and the available peers per size; see the module docstring."""
+    if threads:
+        torch.set_num_threads(threads)
+    release_mod = load_released(released) if released is not None else None
+    if hf and not hf_available():
+        raise ZenError("--hf: the transformers package is not installed (pip install transformers)")
+    rng_batches = make_batches(max(2, steps), batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
+                               vocab_size=vocab_size,
+                               chars=synthetic_chars(batch * seq_len * 4, vocab_size, np.random.default_rng(seed)),
+                               matcher=None, ngram_rate=0.4, seed=seed)
+    for b in rng_batches:  # the released model's input: the dense P over all slots (host-side, untimed)
+        b["released_P"] = ngram_position_matrix(b["ngram_starts"], b["ngram_lengths"], b["ngram_freqs"], seq_len)
+    by_cpu = threads == 1
+    n_variants = 2 + (release_mod is not None) + hf
+    on_total(len(sizes) * len(modes) * (warmup + steps) * n_variants)
+    results = []
+    for size in sizes:
+        variants: dict[str, Any] = {}
+        for enc in ("zen2", "bert"):
+            torch.manual_seed(seed)
+            model = ZenForPreTraining(model_config(size, enc, vocab_size=vocab_size, ngram_rows=ngram_rows))
+            variants[f"zen {enc}"] = Variant(f"zen {enc}", model, True, torch.device("cpu"))
+        if release_mod is not None:
+            variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed)
+        if hf:
+            variants["hf-bert"] = hf_variant(size, vocab_size, seed)
+        names = list(variants)
+        row: dict[str, Any] = {"size": size.name, "layers": size.layers, "hidden": size.hidden,
+                               "ngram_layers": size.ngram_layers}
+        for mode in modes:
+            times: dict[str, list[float]] = {n: [] for n in names}
+            for r in range(warmup + steps):
+                order = names[r % len(names):] + names[:r % len(names)]
+                b = rng_batches[r % len(rng_batches)]
+                for name in order:
+                    v = variants[name]
+                    if isinstance(v, Variant):
+                        if mode == "train":
+                            phases, _ = v.train_step(b, "fp32")
+                            wall, cpu = (sum(p[i] for p in phases.values()) for i in (0, 1))
+                        else:
+                            wall, cpu = v.infer(b, "fp32")
+                    else:
+                        wall, cpu = v.train_step(b) if mode == "train" else v.infer(b)
+                    if r >= warmup:
+                        times[name].append(cpu if by_cpu else wall)
+                    advance(f"{size.name} {mode}: {name}")
+            tokens = batch * seq_len
+            row[mode] = {n: {"tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)} for n, t in times.items()}
+            row[mode + "_ratios"] = {f"zen2 vs {n}": _ratio(times[n], times["zen zen2"])
+                                     for n in names if n != "zen zen2"}
+            if "hf-bert" in times:
+                row[mode + "_ratios"]["zen bert vs hf-bert"] = _ratio(times["hf-bert"], times["zen bert"])
+            log(f"{size.name} {mode}: " + ", ".join(f"{k} {v:.2f}×" for k, v in row[mode + "_ratios"].items()))
+        results.append(row)
+        del variants
+    return {"settings": {"batch": batch, "seq_len": seq_len, "slots": slots, "ngram_rows": ngram_rows,
+                         "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
+                         "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
+                         "released": str(released) if released else None, "hf": hf,
+                         "torch": torch.__version__},
+            "results": results}

@@ -1,0 +1,60 @@
+"""`zen bench peers`: zen's ZEN 2.0 and BERT against the released ZEN 2.0 code and Hugging Face's BERT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from zencli.cli.common import console, progress_bar, write_json_report
+
+
+def peers(
+    released: Path = typer.Option(None, "--released", help="A checkout of the released ZEN 2.0 code (the folder "
+                                  "holding ZEN2/modeling.py) to time beside zen."),
+    hf: bool = typer.Option(False, "--hf", help="Also time Hugging Face's BertModel (needs transformers)."),
+    sizes: str = typer.Option("tiny,small,base", "--sizes", help="tiny, small, base or LAYERSxHIDDENxNGRAM_LAYERS."),
+    modes: str = typer.Option("infer,train", "--modes", help="infer, train or both."),
+    steps: int = typer.Option(5, "--steps", help="Timed rounds per size and mode."),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed rounds first."),
+    batch: int = typer.Option(8, "--batch", "-b", help="Sequences per batch."),
+    seq_len: int = typer.Option(128, "--seq-len", help="Tokens per sequence."),
+    slots: int = typer.Option(128, "--slots", help="N-gram slots per sequence."),
+    ngram_rows: int = typer.Option(100_000, "--ngram-rows", help="Rows of the n-gram table."),
+    threads: int = typer.Option(1, "--threads", help="Torch threads; with 1, process CPU time is the clock."),
+    seed: int = typer.Option(0, "--seed"),
+    json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
+) -> None:
+    """Time zen's encoders against the code they replace, interleaved in one run (fp32, CPU)."""
+    from rich.table import Table
+
+    from zencli.bench.model import parse_size
+    from zencli.bench.peers import run
+    from zencli.errors import ZenError
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if not mode_list or any(m not in ("infer", "train") for m in mode_list):
+        raise ZenError(f"--modes: expected infer, train or infer,train, got {modes!r}")
+    with progress_bar() as progress:
+        task = progress.add_task("building models", total=None)
+        report = run(sizes=[parse_size(s) for s in sizes.split(",") if s.strip()], released=released, hf=hf,
+                     modes=mode_list, steps=steps, warmup=warmup, batch=batch, seq_len=seq_len, slots=slots,
+                     ngram_rows=ngram_rows, vocab_size=21128, threads=threads, seed=seed,
+                     log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
+                     advance=lambda name: progress.update(task, advance=1, description=name),
+                     on_total=lambda n: progress.update(task, total=n))
+    s = report["settings"]
+    for mode in mode_list:
+        t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, fp32, "
+                        f"{s['threads']} thread(s), {s['clock']} clock")
+        for c in ("size", "model", "tokens/s", "ms", "zen2 speed ×"):
+            t.add_column(c, justify="left" if c in ("size", "model") else "right", no_wrap=True)
+        for r in report["results"]:
+            for name, m in r[mode].items():
+                ratio = r[mode + "_ratios"].get(f"zen2 vs {name}")
+                t.add_row(r["size"], name, f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
+                          "" if ratio is None else f"{ratio:.2f}")
+            if "zen bert vs hf-bert" in r[mode + "_ratios"]:
+                t.add_row(r["size"], "(zen bert vs hf-bert)", "", "", f"{r[mode + '_ratios']['zen bert vs hf-bert']:.2f}")
+        console.print(t)
+    write_json_report(json_path, report)
