@@ -53,8 +53,10 @@ same batches, fp32 vs bf16 loss curves).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import warnings
 import statistics
 import sys
 import time
@@ -65,6 +67,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from zencli.errors import ZenError
@@ -617,6 +620,39 @@ def ngram_matrix_ms(batches: list[dict[str, torch.Tensor]], repeats: int = 5) ->
     return 1e3 * _median(times)
 
 
+def attention_kernels(size: ModelSize, batch: int, seq_len: int, precision: str, device: torch.device,
+                      repeats: int = 5) -> list[dict[str, Any]]:
+    """Which scaled_dot_product_attention backends can run zen's attention calls at this size, and their
+    forward+backward ms — for the GPU path (`attention.attend`): ZEN 2.0 with [Q+u|Q'], [K|K'] heads of
+    2d and V of d, the same with V zero-padded to 2d (what flash kernels that need equal head sizes would
+    take), and plain attention (d everywhere), all with the [B,1,1,L] padding mask; "default" is what torch
+    picks by itself."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    A, d = size.heads, size.hidden // size.heads
+    mask = torch.zeros(batch, 1, 1, seq_len, device=device, dtype=dtype)
+    rows = []
+    for kind, qk_dim, v_dim in (("zen2", 2 * d, d), ("zen2, V padded", 2 * d, 2 * d), ("plain", d, d)):
+        q, k = (torch.randn(batch, A, seq_len, qk_dim, device=device, dtype=dtype, requires_grad=True) for _ in "qk")
+        v = torch.randn(batch, A, seq_len, v_dim, device=device, dtype=dtype, requires_grad=True)
+        for backend in ("default", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
+            ctx = (contextlib.nullcontext() if backend == "default"
+                   else sdpa_kernel(getattr(SDPBackend, backend)))
+            try:
+                times = []
+                with ctx, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # "... not supported because ..." notes of unusable kernels
+                    for _ in range(repeats + 1):
+                        clock = Clock(device)
+                        F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=d ** -0.5).sum().backward()
+                        times.append(clock.lap()[0])
+                rows.append({"attention": kind, "backend": backend, "ok": True, "ms": 1e3 * _median(times[1:])})
+            except RuntimeError as e:  # this backend cannot run these shapes / dtype / mask
+                rows.append({"attention": kind, "backend": backend, "ok": False, "why": str(e).splitlines()[0][:160]})
+    return rows
+
+
 def progress_total(sizes_steps: list[tuple[int, int]], n_encoders: int, precisions: list[str], dense: bool,
                    warmup: int, curve_steps: int) -> int:
     """How many `advance` calls a run makes: (training rounds, inference rounds) per size."""
@@ -722,6 +758,9 @@ def run(*, sizes: list[ModelSize], encoders: list[str] = list(ENCODERS), precisi
                 f"{r['encoder']} {r['precision']} {r['train'][pre + 'tokens_per_s']:,.0f}"
                 + (f" ({r[pre + 'train_ratio_vs_bert']:.2f}× bert)" if pre + "train_ratio_vs_bert" in r else "")
                 for r in results[-1]["rows"]))
+        kernels = attention_kernels(sizes[-1], batch, seq_len, precisions[-1], dev)
+        log("attention kernels (" + sizes[-1].name + ", " + precisions[-1] + "): " + "; ".join(
+            f"{r['attention']} {r['backend']} " + (f"{r['ms']:.2f} ms" if r["ok"] else "n/a") for r in kernels))
         curve = None
         if curve_steps and "bf16" in precisions:
             csize = curve_size or sizes[0]
@@ -759,6 +798,7 @@ def run(*, sizes: list[ModelSize], encoders: list[str] = list(ENCODERS), precisi
         "gemm_peak_gflops": {p: {"start": peaks_start[p], "end": peaks_end[p]} for p in precisions},
         "results": results,
         "bf16_training": curve,
+        "attention_kernels": kernels,
         "cpu_has_fast_bf16": cpu_has_fast_bf16() if dev.type == "cpu" else None,
         "load_avg_start": list(load_start), "load_avg_end": list(load_end),
         "cpu_count": os.cpu_count(), "torch": torch.__version__, "python": sys.version.split()[0],

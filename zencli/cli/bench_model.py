@@ -125,6 +125,18 @@ def print_report(report: dict) -> None:
                           f"{r['seq_rel_err']:.2e}", f"{r['mlm_loss_fp32']:.4f}", f"{r['mlm_loss_bf16']:.4f}",
                           f"{r['mlm_loss_abs_diff']:.2e}")
             _say(a)
+    kernels = report.get("attention_kernels") or []
+    if kernels:
+        k = Table(title=f"scaled_dot_product_attention backends for zen's attention shapes ({s['sizes'][-1]['name']}, "
+                        f"{s['precisions'][-1]}, forward+backward ms; n/a: cannot run these shapes)")
+        backends = list(dict.fromkeys(r["backend"] for r in kernels))
+        k.add_column("attention", justify="left")
+        for b in backends:
+            k.add_column(b.lower().replace("_attention", ""), justify="right")
+        for kind in dict.fromkeys(r["attention"] for r in kernels):
+            cells = {r["backend"]: (f"{r['ms']:.2f}" if r["ok"] else "n/a") for r in kernels if r["attention"] == kind}
+            k.add_row(kind, *(cells[b] for b in backends))
+        _say(k)
     curve = report.get("bf16_training")
     if curve:
         n = curve["steps"]
