@@ -317,9 +317,9 @@ def add_ngrams(lexicon: Lexicon, ngrams: Counter[tuple[str, ...]], min_count: in
 
 
 def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
-                        min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
+                        min_len: int = 2, max_len: int = 8, tokenizer=None) -> tuple[Lexicon, int]:
     """`lexicon` with the training `units` (words or entities, `spell_units`) added (`add_ngrams`)."""
-    return add_ngrams(lexicon, spell_units(units, char_ids), min_count, min_len, max_len)
+    return add_ngrams(lexicon, spell_units(units, char_ids, tokenizer), min_count, min_len, max_len)
 
 
 def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[Any] | None = None
@@ -329,6 +329,10 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     The task's `train_examples` give CHTE from characters its char and bigram tables, and
     `model.training_ngrams` its words, entities or texts (`Task.lexicon_units`, `Task.training_texts`)."""
     m = cfg.model
+    word_level = getattr(task, "level", "char") == "word"
+    if word_level and m.encoder == "chte" and m.pretrained is None:
+        raise ZenError("model.encoder: CHTE from characters reads char-level data, and the training data has one "
+                       "label per word; put CHTE on a pretrained encoder (model.pretrained) or use zen2/zen1/bert")
     chte_chars = m.encoder == "chte" and train_examples is not None
     train_sentences = [s.chars for s in train_examples] if chte_chars else None
     source = load_encoder(m, cfg.task.max_seq_len)
@@ -367,8 +371,10 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         texts = task.training_texts(train_examples) if units is None else None
         if units is not None:
             char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
-            lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
-            leave_one_out = LeaveOneOut(lexicon, before + 1, m.training_ngrams, char_ids)
+            # Word-level units are spelled with the pieces the model reads them as.
+            tokenizer = InputPipeline(vocab, settings).tokenizer if word_level else None
+            lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams, tokenizer=tokenizer)
+            leave_one_out = LeaveOneOut(lexicon, before + 1, m.training_ngrams, char_ids, tokenizer)
             what = f"training {'entities' if task.name == 'ner' else 'words'} seen >= {m.training_ngrams} times"
         elif texts is not None:
             language = side.get("language", "zh") if side else "zh"
