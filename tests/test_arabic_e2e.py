@@ -1,4 +1,5 @@
-"""Arabic end to end through the CLI: `pretrain-ar-tiny` for a few steps on made-up Arabic text →
+"""Arabic end to end through the CLI: `pretrain-ar-tiny` (with Arabic normalisation) for a few steps on
+made-up Arabic text →
 `finetune-ar-tiny-ner` on word-level CoNLL → `zen evaluate` → `zen predict` in all three formats.
 Everything is shrunk by `--set` (a 2-layer 32-wide model, a 90-piece WordPiece vocabulary, so words split
 into several pieces), so the chain runs in seconds; the text is nonsense words in Arabic script, written
@@ -59,7 +60,7 @@ def zen(*args: str, input: str | None = None) -> str:
     return r.output
 
 
-PRETRAIN = ["data.vocab_size=90", "data.ngram_min_freq=3", "data.ngram_min_pmi=1", "data.dupe_factor=1",
+PRETRAIN = ["data.normalize=[diacritics,tatweel,alef,yaa]", "data.vocab_size=90", "data.ngram_min_freq=3", "data.ngram_min_pmi=1", "data.dupe_factor=1",
             "train.max_steps=3", "train.warmup_steps=1", "train.save_every=0", "train.log_every=1",
             "model.hidden_size=32", "model.num_hidden_layers=2", "model.num_attention_heads=2",
             "model.intermediate_size=64", "model.num_hidden_word_layers=1"]
@@ -86,6 +87,7 @@ def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_
     assert per_word > 1.2  # the 90-piece vocabulary splits most words: the first-piece path is exercised
     task = json.loads((out / "model" / "task.json").read_text(encoding="utf-8"))
     assert task["state"]["level"] == "word" and task["state"]["scheme"] == "BIO"
+    assert task["inputs"]["normalize"] == ["diacritics", "tatweel", "alef", "yaa"]  # from the vocab, kept
     test_scores = json.loads((out / "model" / "test_scores.json").read_text(encoding="utf-8"))
 
     scores = tmp_path / "scores.json"
@@ -105,5 +107,9 @@ def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_
     rows = zen("predict", str(out / "model"), "--format", "conll", input=line + "\n").splitlines()
     assert rows[-1] == "" and [r.split("\t")[0] for r in rows[:-1]] == [w["text"] for w in first["words"]]
     assert [r.split("\t")[1] for r in rows[:-1]] == [w["label"] for w in first["words"]]
+    # The model reads the line normalised: the bare spelling gets the very same labels.
+    bare = f"  {PERSONS[0]} {PERSONS[1]}، في {PLACES[0]}."
+    again = json.loads(zen("predict", str(out / "model"), "--format", "json", input=bare + "\n"))
+    assert [w["label"] for w in again["words"]] == [w["label"] for w in first["words"]]
     plain = zen("predict", str(out / "model"), input=line + "\n").rstrip("\n")
     assert plain.replace("[", "").replace("]", "").split("/")[0].startswith("  " + PERSONS[0])

@@ -21,7 +21,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ import numpy as np
 from zencli.data.features import CharIds, NgramFeaturizer, Record
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.text.tokenizer import check_normalize
 from zencli.text.vocab import Vocab
 
 BIGRAMS_NAME = "bigrams.json"
@@ -46,6 +47,7 @@ class InputSettings:
     ngram_rules: str = "zen"
     max_ngrams: int | None = None  # None: max_seq_len
     released_version: str = "zen2"  # released rules: zen1 draws slots at random, zen2 keeps the smallest ids
+    normalize: list[str] = field(default_factory=list)  # Arabic normalisations (zencli.text.tokenizer); [] = none
 
     @property
     def slot_cap(self) -> int:
@@ -70,6 +72,12 @@ class InputSettings:
             raise ZenError(f"{source}: inputs.max_seq_len: expected an integer >= 3, got {out.max_seq_len!r}")
         if out.ngram_rules not in ("zen", "released"):
             raise ZenError(f"{source}: inputs.ngram_rules: expected zen or released, got {out.ngram_rules!r}")
+        try:
+            if not isinstance(out.normalize, list):
+                raise ValueError(f"expected a list of names, got {out.normalize!r}")
+            out.normalize = check_normalize(out.normalize)
+        except ValueError as e:
+            raise ZenError(f"{source}: inputs.normalize: {str(e).removeprefix('normalize: ')}") from None
         return out
 
 
@@ -194,7 +202,7 @@ class InputPipeline:
         self.settings = settings
         self.lexicon = lexicon
         self.bigrams = bigrams
-        self.char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
+        self.char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents, normalize=settings.normalize)
         self.pad_id = vocab.pad_id
         self.cls_id, self.sep_id = vocab.cls_id, vocab.sep_id
         # Set while fine-tuning with `model.training_ngrams` (not saved: only training inputs use it).
@@ -218,7 +226,7 @@ class InputPipeline:
             from zencli.text.tokenizer import Tokenizer
 
             self._tokenizer = Tokenizer(self.vocab, lowercase=self.settings.lowercase,
-                                        strip_accents=self.settings.strip_accents)
+                                        strip_accents=self.settings.strip_accents, normalize=self.settings.normalize)
         return self._tokenizer
 
     def encode(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray | None] | None = None, *,

@@ -51,6 +51,7 @@ from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings, LeaveOneOut, spell_units
+from zencli.text.tokenizer import sidecar_normalize
 from zencli.text.vocab import SPECIAL_TOKENS, UNK, Vocab, read_sidecar
 
 TASK_NAME = "task.json"
@@ -163,6 +164,7 @@ class EncoderSource:
     vocab: Path | None  # None: CHTE from characters builds its vocabulary from the training data
     ngram: Path | None
     description: str
+    inputs: InputSettings | None = None  # a fine-tuned model's own input settings (its vocab has no sidecar)
 
 
 def _text_file(d: Path, name: str, given: Path | None, key: str) -> Path | None:
@@ -231,8 +233,10 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         what = (f"BERT directory {d}" + (f" as a new {built} encoder" if built != "bert" else "")
                 + (f" ({fresh} tensors initialised fresh)" if fresh else ""))
     else:
+        own_inputs = None
         if kind == "task":
-            encoder = load_task_model(d).model.encoder
+            loaded_task = load_task_model(d)
+            encoder, own_inputs = loaded_task.model.encoder, loaded_task.spec.inputs
             if encoder is None:
                 raise ZenError(f"{d}: a CHTE model from characters has no ZEN/BERT encoder to fine-tune from")
             what = f"the encoder of fine-tuned model {d}"
@@ -257,7 +261,7 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         check_text_files(encoder.config, vocab, ngram)
     _check_positions(encoder.config, max_seq_len, f"task.max_seq_len ({d})")
     encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
-    return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what)
+    return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what, own_inputs)
 
 
 def _check_positions(config: ZenConfig, max_seq_len: int, key: str) -> None:
@@ -340,6 +344,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     if source.vocab is not None:
         vocab = Vocab.load(source.vocab)
         side = read_sidecar(source.vocab)
+        if side is None and source.inputs is not None:
+            side = {k: getattr(source.inputs, k) for k in ("lowercase", "strip_accents", "normalize")}
     else:
         if train_sentences is None:
             raise ValueError("CHTE from characters without a vocab.txt needs the training sentences")
@@ -358,7 +364,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     released_version = "zen1" if source.encoder is not None and source.encoder.config.encoder == "zen1" else "zen2"
     settings = InputSettings(max_seq_len=cfg.task.max_seq_len, lowercase=True if lowercase is None else lowercase,
                              strip_accents=strip_accents, ngram_rules=m.ngram_rules, max_ngrams=m.max_ngrams,
-                             released_version=released_version)
+                             released_version=released_version,
+                             normalize=sidecar_normalize(side, source.vocab))  # as the vocabulary was built
     leave_one_out = None
     if m.training_ngrams is not None:
         if lexicon is None or source.encoder is None:
@@ -370,7 +377,7 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         units = task.lexicon_units(train_examples)
         texts = task.training_texts(train_examples) if units is None else None
         if units is not None:
-            char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
+            char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents, normalize=settings.normalize)
             # Word-level units are spelled with the pieces the model reads them as.
             tokenizer = InputPipeline(vocab, settings).tokenizer if word_level else None
             lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams, tokenizer=tokenizer)
