@@ -12,6 +12,7 @@ import random
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from zencli.cli.app import app
@@ -66,14 +67,20 @@ PRETRAIN = ["data.normalize=[diacritics,tatweel,alef,yaa]", "data.vocab_size=90"
             "model.intermediate_size=64", "model.num_hidden_word_layers=1"]
 
 
-def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_path):
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> Path:
+    """`pretrain-ar-tiny`, shrunk, on 200 made-up lines: the model directory."""
+    tmp = tmp_path_factory.mktemp("pretrain-ar")
     rng = random.Random(1)
-    corpus = tmp_path / "corpus.txt"
+    corpus = tmp / "corpus.txt"
     corpus.write_text("".join(" ".join(sentence(rng)[0]) + "\n" for _ in range(200)), encoding="utf-8")
-    pre = tmp_path / "pre"
-    zen("pretrain", "-r", "pretrain-ar-tiny", "--quiet", "-o", str(pre), "--set", f"data.corpus=[{corpus}]",
+    zen("pretrain", "-r", "pretrain-ar-tiny", "--quiet", "-o", str(tmp / "pre"), "--set", f"data.corpus=[{corpus}]",
         *[x for s in PRETRAIN for x in ("--set", s)])
-    model = pre / "model"
+    return tmp / "pre" / "model"
+
+
+def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_path, pretrained):
+    model = pretrained
     assert json.loads((model / "vocab.json").read_text(encoding="utf-8"))["language"] == "ar"
 
     train, dev, test = (conll(tmp_path / f"{n}.txt", k, s) for n, k, s in (("train", 40, 2), ("dev", 10, 3),
@@ -113,3 +120,57 @@ def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_
     assert [w["label"] for w in again["words"]] == [w["label"] for w in first["words"]]
     plain = zen("predict", str(out / "model"), input=line + "\n").rstrip("\n")
     assert plain.replace("[", "").replace("]", "").split("/")[0].startswith("  " + PERSONS[0])
+
+
+FINETUNE = ["--max-steps", "3", "--batch-size", "4", "--quiet", "--set", "train.precision=fp32",
+            "--set", "train.num_threads=1", "--set", "task.max_seq_len=64"]
+
+
+def test_sentiment_and_arabic_nli_pairs_run_on_the_arabic_model(tmp_path, pretrained):
+    rng = random.Random(5)
+    sa = tmp_path / "sa.tsv"
+    sa.write_text("".join(f"{rng.choice('01')}\t{' '.join(sentence(rng)[0])}\n" for _ in range(16)), encoding="utf-8")
+    zen("finetune", "--task", "sa", "--model", str(pretrained), "--train", str(sa), "--test", str(sa),
+        "-o", str(tmp_path / "sa"), *FINETUNE)
+    line = f"{PERSONS[0]}ُ قال: {COMMON[0]}ـ"
+    out = zen("predict", str(tmp_path / "sa" / "model"), "--format", "json", input=line + "\n")
+    assert json.loads(out)["label"] in ("0", "1")
+    nli = tmp_path / "nli.tsv"
+    labels = ["entailment", "neutral", "contradiction"]
+    nli.write_text("".join(f"{' '.join(sentence(rng)[0])}\t{' '.join(sentence(rng)[0])}\t{rng.choice(labels)}\n"
+                           for _ in range(16)), encoding="utf-8")
+    zen("finetune", "--task", "nli", "--model", str(pretrained), "--train", str(nli), "--test", str(nli),
+        "-o", str(tmp_path / "nli"), *FINETUNE)
+    scores = json.loads((tmp_path / "nli" / "model" / "test_scores.json").read_text(encoding="utf-8"))
+    assert scores["gold_format"] and 0 <= scores["main_score"] <= 1
+
+
+def test_arabic_mrc_answers_are_exact_spans_of_the_original_context_with_diacritics(tmp_path, pretrained):
+    # Every context word carries a diacritic (and some a tatweel) the normalising model never sees:
+    # any answer the model picks must come back with them, cut from the original context.
+    rng = random.Random(8)
+    data = []
+    for i in range(12):
+        words = [w + "ـ" * (k % 3 == 0) + "َ" for k, w in enumerate(sentence(rng)[0][:-1])]
+        context = " ".join(words) + "."
+        k = rng.randrange(len(words))
+        answer = words[k]
+        data.append({"title": "t", "paragraphs": [{"context": context, "qas": [{
+            "id": f"q{i}", "question": f"{COMMON[1]} {COMMON[2]}؟",
+            "answers": [{"text": answer, "answer_start": context.index(answer)}]}]}]})
+    squad = tmp_path / "ar-squad.json"
+    squad.write_text(json.dumps({"version": "1.1", "data": data}, ensure_ascii=False), encoding="utf-8")
+    zen("finetune", "--task", "mrc", "--model", str(pretrained), "--train", str(squad), "--test", str(squad),
+        "-o", str(tmp_path / "mrc"), *FINETUNE)
+    lines = [json.dumps({"id": d["paragraphs"][0]["qas"][0]["id"], "question": d["paragraphs"][0]["qas"][0]["question"],
+                         "context": d["paragraphs"][0]["context"]}, ensure_ascii=False) for d in data]
+    out = [json.loads(x) for x in zen("predict", str(tmp_path / "mrc" / "model"), "--format", "json",
+                                      input="\n".join(lines) + "\n").splitlines()]
+    for d, o in zip(data, out):
+        context = d["paragraphs"][0]["context"]
+        assert o["answer"] and context[o["start"]:o["end"]] == o["answer"]
+        # A span of word pieces never cuts a letter from its marks: what the model dropped stays with
+        # the letter before it, so an answer ending a word ends with the word's tatweel and fatha.
+        assert context[o["end"]:o["end"] + 1] not in ("َ", "ـ") and context[o["start"]] not in ("َ", "ـ")
+        if context[o["end"]:o["end"] + 1] in (" ", "."):
+            assert o["answer"].endswith("َ")

@@ -72,3 +72,23 @@ def test_the_setting_goes_from_the_vocab_sidecar_to_every_tokenizer_and_char_ids
 def test_without_the_setting_arabic_text_is_tokenized_as_before():
     vocab = Vocab([*SPECIAL_TOKENS, "قال", "##َ", "أ"])
     assert Tokenizer(vocab, lowercase=False, strip_accents=False).tokens("قالَ أ") == ["قال", "##َ", "أ"]
+
+
+def test_mrc_answer_spans_map_back_to_the_exact_original_characters():
+    from zencli.config.finetune import FinetuneConfig
+    from zencli.config.loading import apply_overrides, from_dict
+    from zencli.data.readers import MrcExample
+    from zencli.data.windows import char_span_to_tokens, tokens_to_char_span
+    from zencli.tasks.base import task_class
+
+    vocab = Vocab([*SPECIAL_TOKENS, "ال", "##كتاب", "في", "دار", "##س", "قال", "احمد", "اين", "؟", "."])
+    inputs = InputPipeline(vocab, InputSettings(lowercase=False, strip_accents=False, normalize=ALL))
+    settings = from_dict(FinetuneConfig, apply_overrides({}, ["task.name=mrc"]), source="t").task
+    task = task_class("mrc")(settings, {"max_answer_length": 8})
+    context = "قالَ أحمـــدُ: الكِتابُ في دارِسٍ."
+    doc = task.document(MrcExample("q", "أينَ الكتاب؟", context, [], False), inputs)
+    for answer in ("الكِتابُ", "أحمـــدُ", "دارِسٍ", "الكِتابُ في دارِسٍ"):
+        start = context.index(answer)
+        ts, te = char_span_to_tokens(doc.offsets, start, start + len(answer))
+        s, e = tokens_to_char_span(doc.offsets, ts, te)
+        assert context[s:e] == answer  # every diacritic and the tatweel kept, nothing more
