@@ -251,3 +251,16 @@ def test_a_word_level_model_refuses_char_level_data_and_chte_from_characters(tmp
     chte = from_dict(FinetuneConfig, apply_overrides({}, [*sets[:2], "model.encoder=chte"]), source="t")
     with pytest.raises(ZenError, match="CHTE from characters reads char-level data"):
         build_task_model(chte, task, gold.examples)
+
+
+def test_the_arabic_recipes_load_and_name_their_tasks():
+    from zencli.config import load_job_recipe
+
+    expected = {"finetune-anercorp-ner": "ner", "finetune-aqmar-ner": "ner", "finetune-atb-pos": "pos",
+                "finetune-astd-sa": "sa", "finetune-sanad-dc": "dc", "finetune-xnli-ar-nli": "nli",
+                "finetune-arcd-mrc": "mrc", "finetune-ar-tiny-ner": "ner"}
+    for name, task in expected.items():
+        cfg = load_job_recipe(name, expected_job="finetune")
+        assert cfg.task.name == task, name
+    tiny = load_job_recipe("finetune-ar-tiny-ner", expected_job="finetune")
+    assert str(tiny.model.pretrained) == "runs/pretrain-ar-tiny/model"
