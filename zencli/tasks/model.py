@@ -218,6 +218,7 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         kind = "task"
     else:
         kind = checkpoint_kind(d)
+    own_inputs = None
     if kind == "bert":
         built = "bert" if want in (None, "chte") else want
         if built != "bert" and m.ngram is None:
@@ -233,7 +234,6 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         what = (f"BERT directory {d}" + (f" as a new {built} encoder" if built != "bert" else "")
                 + (f" ({fresh} tensors initialised fresh)" if fresh else ""))
     else:
-        own_inputs = None
         if kind == "task":
             loaded_task = load_task_model(d)
             encoder, own_inputs = loaded_task.model.encoder, loaded_task.spec.inputs
