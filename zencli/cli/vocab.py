@@ -50,6 +50,12 @@ def build(
         "--strip-accents/--keep-accents",
         help="Remove combining marks (NFD). Default: zh as --lowercase (BERT), ar keeps them.",
     ),
+    normalize: Optional[str] = typer.Option(
+        None,
+        "--normalize",
+        help="Arabic normalisations, comma-separated, saved with the vocabulary and applied by every model "
+        "built on it: diacritics, tatweel, alef (أ إ آ ٱ → ا), yaa (ى → ي). Default: none.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
 ) -> None:
     """Count a corpus and write vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK], then the learned tokens."""
@@ -74,6 +80,7 @@ def build(
             lowercase=lowercase,
             strip_accents=strip_accents,
             progress=advance,
+            normalize=[n.strip() for n in normalize.split(",") if n.strip()] if normalize else (),
         )
     result.vocab.save(output)
     sidecar = write_sidecar(output, result.info)

@@ -39,6 +39,7 @@ class DataSection:
     ngram_min_freq: int | None = None  # built lexicon; null: the language default (zh 15, ar 20)
     ngram_min_pmi: float | None = None  # built lexicon; null: the language default (zh 3, ar 10)
     lowercase: bool | None = None  # tokenizer; null: the vocab's vocab.json setting, else True
+    normalize: list[str] = field(default_factory=list)  # built vocab: Arabic normalisations (diacritics, tatweel, alef, yaa)
     max_seq_len: int = 128  # tokens per example, [CLS] and both [SEP] included
     dupe_factor: int = 1  # passes over the corpus, each with fresh NSP pairs and masks
     short_seq_prob: float = 0.1  # share of examples cut shorter than max_seq_len (BERT's)
@@ -72,6 +73,12 @@ class DataSection:
             raise ZenError(f"heldout_examples: expected >= 1, got {self.heldout_examples}")
         if self.eval_batch_size < 1:
             raise ZenError(f"eval_batch_size: expected >= 1, got {self.eval_batch_size}")
+        from zencli.text.tokenizer import check_normalize
+
+        try:
+            check_normalize(self.normalize)
+        except ValueError as e:
+            raise ZenError(str(e)) from None
 
 
 @dataclass

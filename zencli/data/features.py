@@ -55,7 +55,7 @@ from zencli.lexicon.matcher import (
     select_released,
 )
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.text.tokenizer import CONTINUATION, Tokenizer, width_variants
+from zencli.text.tokenizer import CONTINUATION, Tokenizer, normalization_table, width_variants
 from zencli.text.vocab import UNK, Vocab
 
 Rules = Literal["zen", "released"]
@@ -320,17 +320,19 @@ class CharIds:
     """
 
     def __init__(self, vocab: Vocab, lowercase: bool = True, strip_accents: bool | None = None,
-                 width_fallback: bool = True):
+                 width_fallback: bool = True, normalize: Sequence[str] | None = None):
         self.vocab = vocab
         self.width_fallback = width_fallback
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self._norm = normalization_table(normalize)
         self.unk_id = vocab.special_id(UNK)
         self._cache: dict[str, int] = {}
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Tokenizer) -> CharIds:
-        return cls(tokenizer.vocab, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.width_fallback)
+        return cls(tokenizer.vocab, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.width_fallback,
+                   tokenizer.normalize)
 
     def __call__(self, chars: Sequence[str]) -> np.ndarray:
         cache, lookup = self._cache, self._lookup
@@ -346,7 +348,8 @@ class CharIds:
 
     def _lookup(self, c: str) -> int:
         ids = self.vocab.token_ids
-        norm = c.lower() if self.lowercase else c
+        norm = c.translate(self._norm) if self._norm else c  # a dropped char ("") falls back to c below
+        norm = norm.lower() if self.lowercase else norm
         if self.strip_accents:
             norm = "".join(d for d in unicodedata.normalize("NFD", norm) if unicodedata.category(d) != "Mn")
         forms = [norm, c] if norm and norm != c else [c]

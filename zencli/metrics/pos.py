@@ -150,3 +150,60 @@ def score_pos_words(
         gold_name=gold_name,
         pred_name=pred_name,
     )
+
+
+@dataclass(frozen=True)
+class WordTagResult:
+    """Word-level POS tagging (words given, one tag each, as on the Arabic treebanks): word accuracy,
+    and per tag how many of its gold words got it."""
+
+    words: int
+    correct: int
+    per_tag: dict[str, tuple[int, int]]  # tag → (gold words correctly tagged, gold words)
+    sentences: int
+    task: str = "pos"
+    main: str = "accuracy"
+
+    @property
+    def accuracy(self) -> float:
+        return ratio(self.correct, self.words)
+
+    @property
+    def main_score(self) -> float:
+        return self.accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task, "main": self.main, "level": "word", "sentences": self.sentences,
+                "accuracy": self.accuracy, "correct": self.correct, "words": self.words,
+                "per_tag": {t: {"accuracy": ratio(c, n), "correct": c, "gold": n} for t, (c, n) in self.per_tag.items()}}
+
+    def tables(self) -> list[Table]:
+        rows = [[t, pct(ratio(c, n)), str(c), str(n)] for t, (c, n) in self.per_tag.items()]
+        rows.append(["all words", pct(self.accuracy), str(self.correct), str(self.words)])
+        return [Table("Words (one tag each)", ["tag", "accuracy", "correct", "words"], rows)]
+
+
+def score_word_tags(
+    gold: Sequence[Sequence[str]],
+    pred: Sequence[Sequence[str]],
+    *,
+    gold_name: str = "gold",
+    pred_name: str = "prediction",
+) -> WordTagResult:
+    """Word accuracy of predicted tags against gold tags (one list of tags per sentence, one per word)."""
+    if len(gold) != len(pred):
+        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
+                       f"expected one predicted sentence per gold sentence")
+    per_tag: dict[str, list[int]] = {}
+    words = correct = 0
+    for i, (g, p) in enumerate(zip(gold, pred)):
+        if len(g) != len(p):
+            raise ZenError(f"{pred_name}: sentence {i + 1} has {len(p)} tags but {gold_name} has {len(g)}; "
+                           f"expected one tag per word")
+        for a, b in zip(g, p):
+            row = per_tag.setdefault(a, [0, 0])
+            row[0] += a == b
+            row[1] += 1
+        words += len(g)
+        correct += sum(a == b for a, b in zip(g, p))
+    return WordTagResult(words, correct, {t: (c, n) for t, (c, n) in sorted(per_tag.items())}, len(gold))

@@ -5,7 +5,8 @@ and is saved with the model (vocab.txt, ngram.txt, bigrams.json and the `inputs`
 so training and prediction build exactly the same inputs:
 
 - token ids: char-level tasks look each character up on its own (`CharIds`: one id per char, so labels
-  stay aligned); sentence-level tasks use `tokenizer` (WordPiece with offsets);
+  stay aligned); word-level tagging tokenizes each word into its pieces (`word_pieces`: the label goes on
+  the first piece); sentence-level tasks use `tokenizer` (WordPiece with offsets);
 - n-gram slots: `NgramFeaturizer` with the model's lexicon and matching rules (zen or released), at most
   `max_ngrams` slots per input (default: max_seq_len; an uncapped input would pad every batch to its
   most n-gram-dense member);
@@ -20,7 +21,7 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 from zencli.data.features import CharIds, NgramFeaturizer, Record
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.text.tokenizer import check_normalize
 from zencli.text.vocab import Vocab
 
 BIGRAMS_NAME = "bigrams.json"
@@ -45,6 +47,7 @@ class InputSettings:
     ngram_rules: str = "zen"
     max_ngrams: int | None = None  # None: max_seq_len
     released_version: str = "zen2"  # released rules: zen1 draws slots at random, zen2 keeps the smallest ids
+    normalize: list[str] = field(default_factory=list)  # Arabic normalisations (zencli.text.tokenizer); [] = none
 
     @property
     def slot_cap(self) -> int:
@@ -69,6 +72,12 @@ class InputSettings:
             raise ZenError(f"{source}: inputs.max_seq_len: expected an integer >= 3, got {out.max_seq_len!r}")
         if out.ngram_rules not in ("zen", "released"):
             raise ZenError(f"{source}: inputs.ngram_rules: expected zen or released, got {out.ngram_rules!r}")
+        try:
+            if not isinstance(out.normalize, list):
+                raise ValueError(f"expected a list of names, got {out.normalize!r}")
+            out.normalize = check_normalize(out.normalize)
+        except ValueError as e:
+            raise ZenError(f"{source}: inputs.normalize: {str(e).removeprefix('normalize: ')}") from None
         return out
 
 
@@ -132,13 +141,20 @@ class BigramTable:
             raise ZenError(f"{path}: {e}") from None
 
 
-def spell_units(units: Counter[str], char_ids: CharIds) -> Counter[tuple[str, ...]]:
+def spell_units(units: Counter[str], char_ids: CharIds, tokenizer=None) -> Counter[tuple[str, ...]]:
     """Training words or entities spelled with the tokens their characters get as model input
     (`char_ids`), so each matches exactly where the text has it. A unit with white space or an unknown
-    char is left out (it could only ever match [UNK]s)."""
+    char is left out (it could only ever match [UNK]s). Word-level units (words joined by spaces) are
+    spelled with the pieces `tokenizer` makes of them, as `InputPipeline.word_pieces` does."""
     vocab, unk = char_ids.vocab, char_ids.unk_id
     out: Counter[tuple[str, ...]] = Counter()
     for text, n in units.items():
+        if tokenizer is not None:
+            ids = np.asarray(tokenizer.encode(text), np.int64)
+            if len(ids) == 0 or (ids == unk).any():
+                continue
+            out[tuple(vocab.id_to_token(int(i)) for i in ids)] += n
+            continue
         if any(c.isspace() for c in text):
             continue
         ids = char_ids(list(text))
@@ -164,12 +180,13 @@ class LeaveOneOut:
     first_id: int  # ids >= first_id were added from the training labels; their frequency is their count
     min_count: int
     char_ids: CharIds
+    tokenizer: Any = None  # word-level data: units are spelled with its pieces
 
     def excluded(self, units: Counter[str]) -> np.ndarray | None:
         """Ids of the added n-grams that a training sentence holding `units` (its words or entities,
         counted) would not find in a lexicon built from the other sentences; None if there are none."""
         out = []
-        for spelled, n in spell_units(units, self.char_ids).items():
+        for spelled, n in spell_units(units, self.char_ids, self.tokenizer).items():
             i = self.lexicon.id(spelled)
             if i >= self.first_id and self.lexicon.freqs[i - 1] - n < self.min_count:
                 out.append(i)
@@ -185,7 +202,7 @@ class InputPipeline:
         self.settings = settings
         self.lexicon = lexicon
         self.bigrams = bigrams
-        self.char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
+        self.char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents, normalize=settings.normalize)
         self.pad_id = vocab.pad_id
         self.cls_id, self.sep_id = vocab.cls_id, vocab.sep_id
         # Set while fine-tuning with `model.training_ngrams` (not saved: only training inputs use it).
@@ -196,6 +213,7 @@ class InputPipeline:
                 vocab, lexicon, rules=settings.ngram_rules, max_ngrams=settings.slot_cap,  # type: ignore[arg-type]
                 max_seq_len=settings.max_seq_len, released_version=settings.released_version)
         self._tokenizer = None
+        self._word_cache: dict[str, np.ndarray] = {}
 
     @property
     def max_seq_len(self) -> int:
@@ -208,7 +226,7 @@ class InputPipeline:
             from zencli.text.tokenizer import Tokenizer
 
             self._tokenizer = Tokenizer(self.vocab, lowercase=self.settings.lowercase,
-                                        strip_accents=self.settings.strip_accents)
+                                        strip_accents=self.settings.strip_accents, normalize=self.settings.normalize)
         return self._tokenizer
 
     def encode(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray | None] | None = None, *,
@@ -233,21 +251,51 @@ class InputPipeline:
             out.append({"input_ids": ids, "token_type_ids": np.concatenate(types)})
         return out
 
+    def word_pieces(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Piece ids [n] int32 of a sentence given as words, and the index of each word's first piece [w].
+
+        Each word is tokenized as the tokenizer reads it in running text (basic tokens — punctuation
+        split off — then WordPiece, with the model's case and normalisation settings), so pieces and
+        n-gram matches are those of pretraining. A word the tokenizer drops entirely (only control or
+        format characters) becomes one [UNK], so every word keeps a piece to carry its label."""
+        cache = self._word_cache
+        parts = []
+        for w in words:
+            ids = cache.get(w)
+            if ids is None:
+                if len(cache) >= 1 << 16:
+                    cache.clear()
+                ids = cache[w] = np.asarray(self.tokenizer.encode(w) or [self.vocab.unk_id], np.int32)
+            parts.append(ids)
+        lengths = np.fromiter((len(x) for x in parts), np.int64, len(parts))
+        first = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(parts) else lengths
+        ids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        return ids, first
+
     def char_windows(self, sentences: Sequence[Sequence[str]], windows: Sequence[Sequence[tuple[int, int]]],
                      excluded: Sequence[np.ndarray | None] | None = None) -> list[list[Record]]:
         """Per sentence, the records of `[CLS] chars[s:e] [SEP]` for each of its windows (s, e), with CHTE
         bigram ids when the model has a bigram table (0 at [CLS]/[SEP]). One featurizer call for all.
         `excluded[j]`: n-gram ids no window of sentence j may use."""
-        ids = [self.char_ids(chars) for chars in sentences]
+        return self.id_windows([self.char_ids(chars) for chars in sentences], windows, excluded, sentences)
+
+    def id_windows(self, ids: Sequence[np.ndarray], windows: Sequence[Sequence[tuple[int, int]]],
+                   excluded: Sequence[np.ndarray | None] | None = None,
+                   sentences: Sequence[Sequence[str]] | None = None) -> list[list[Record]]:
+        """`char_windows` for token ids already looked up (e.g. `word_pieces`); CHTE bigrams need the
+        `sentences` of chars the ids stand for."""
         per_window = None if excluded is None else [x for x, ws in zip(excluded, windows) for _ in ws]
         flat = self.encode([x[s:e] for x, ws in zip(ids, windows) for s, e in ws], excluded=per_window)
         out: list[list[Record]] = []
         k = 0
         zero = np.zeros(1, np.int32)
-        for chars, ws in zip(sentences, windows):
+        for j, ws in enumerate(windows):
             records = flat[k:k + len(ws)]
             k += len(ws)
             if self.bigrams is not None:
+                if sentences is None:
+                    raise ValueError("CHTE bigram ids need the sentences' characters")
+                chars = sentences[j]
                 nxt, prv = self.bigrams.ids(chars)
                 for rec, (s, e) in zip(records, ws):
                     rec["bigram_next_ids"] = np.concatenate([zero, nxt[s:e], zero])

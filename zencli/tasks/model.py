@@ -51,6 +51,7 @@ from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings, LeaveOneOut, spell_units
+from zencli.text.tokenizer import sidecar_normalize
 from zencli.text.vocab import SPECIAL_TOKENS, UNK, Vocab, read_sidecar
 
 TASK_NAME = "task.json"
@@ -163,6 +164,7 @@ class EncoderSource:
     vocab: Path | None  # None: CHTE from characters builds its vocabulary from the training data
     ngram: Path | None
     description: str
+    inputs: InputSettings | None = None  # a fine-tuned model's own input settings (its vocab has no sidecar)
 
 
 def _text_file(d: Path, name: str, given: Path | None, key: str) -> Path | None:
@@ -216,6 +218,7 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         kind = "task"
     else:
         kind = checkpoint_kind(d)
+    own_inputs = None
     if kind == "bert":
         built = "bert" if want in (None, "chte") else want
         if built != "bert" and m.ngram is None:
@@ -232,7 +235,8 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
                 + (f" ({fresh} tensors initialised fresh)" if fresh else ""))
     else:
         if kind == "task":
-            encoder = load_task_model(d).model.encoder
+            loaded_task = load_task_model(d)
+            encoder, own_inputs = loaded_task.model.encoder, loaded_task.spec.inputs
             if encoder is None:
                 raise ZenError(f"{d}: a CHTE model from characters has no ZEN/BERT encoder to fine-tune from")
             what = f"the encoder of fine-tuned model {d}"
@@ -257,7 +261,7 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         check_text_files(encoder.config, vocab, ngram)
     _check_positions(encoder.config, max_seq_len, f"task.max_seq_len ({d})")
     encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
-    return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what)
+    return EncoderSource(encoder, Path(vocab), None if ngram is None else Path(ngram), what, own_inputs)
 
 
 def _check_positions(config: ZenConfig, max_seq_len: int, key: str) -> None:
@@ -317,9 +321,9 @@ def add_ngrams(lexicon: Lexicon, ngrams: Counter[tuple[str, ...]], min_count: in
 
 
 def add_training_ngrams(lexicon: Lexicon, units: Counter[str], char_ids: CharIds, min_count: int,
-                        min_len: int = 2, max_len: int = 8) -> tuple[Lexicon, int]:
+                        min_len: int = 2, max_len: int = 8, tokenizer=None) -> tuple[Lexicon, int]:
     """`lexicon` with the training `units` (words or entities, `spell_units`) added (`add_ngrams`)."""
-    return add_ngrams(lexicon, spell_units(units, char_ids), min_count, min_len, max_len)
+    return add_ngrams(lexicon, spell_units(units, char_ids, tokenizer), min_count, min_len, max_len)
 
 
 def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[Any] | None = None
@@ -329,6 +333,10 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     The task's `train_examples` give CHTE from characters its char and bigram tables, and
     `model.training_ngrams` its words, entities or texts (`Task.lexicon_units`, `Task.training_texts`)."""
     m = cfg.model
+    word_level = getattr(task, "level", "char") == "word"
+    if word_level and m.encoder == "chte" and m.pretrained is None:
+        raise ZenError("model.encoder: CHTE from characters reads char-level data, and the training data has one "
+                       "label per word; put CHTE on a pretrained encoder (model.pretrained) or use zen2/zen1/bert")
     chte_chars = m.encoder == "chte" and train_examples is not None
     train_sentences = [s.chars for s in train_examples] if chte_chars else None
     source = load_encoder(m, cfg.task.max_seq_len)
@@ -336,6 +344,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     if source.vocab is not None:
         vocab = Vocab.load(source.vocab)
         side = read_sidecar(source.vocab)
+        if side is None and source.inputs is not None:
+            side = {k: getattr(source.inputs, k) for k in ("lowercase", "strip_accents", "normalize")}
     else:
         if train_sentences is None:
             raise ValueError("CHTE from characters without a vocab.txt needs the training sentences")
@@ -354,7 +364,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     released_version = "zen1" if source.encoder is not None and source.encoder.config.encoder == "zen1" else "zen2"
     settings = InputSettings(max_seq_len=cfg.task.max_seq_len, lowercase=True if lowercase is None else lowercase,
                              strip_accents=strip_accents, ngram_rules=m.ngram_rules, max_ngrams=m.max_ngrams,
-                             released_version=released_version)
+                             released_version=released_version,
+                             normalize=sidecar_normalize(side, source.vocab))  # as the vocabulary was built
     leave_one_out = None
     if m.training_ngrams is not None:
         if lexicon is None or source.encoder is None:
@@ -366,9 +377,11 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         units = task.lexicon_units(train_examples)
         texts = task.training_texts(train_examples) if units is None else None
         if units is not None:
-            char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents)
-            lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams)
-            leave_one_out = LeaveOneOut(lexicon, before + 1, m.training_ngrams, char_ids)
+            char_ids = CharIds(vocab, settings.lowercase, settings.strip_accents, normalize=settings.normalize)
+            # Word-level units are spelled with the pieces the model reads them as.
+            tokenizer = InputPipeline(vocab, settings).tokenizer if word_level else None
+            lexicon, added = add_training_ngrams(lexicon, units, char_ids, m.training_ngrams, tokenizer=tokenizer)
+            leave_one_out = LeaveOneOut(lexicon, before + 1, m.training_ngrams, char_ids, tokenizer)
             what = f"training {'entities' if task.name == 'ner' else 'words'} seen >= {m.training_ngrams} times"
         elif texts is not None:
             language = side.get("language", "zh") if side else "zh"

@@ -330,7 +330,7 @@ def _build_vocab(cfg: PretrainConfig, corpus: list[Path], path: Path, say) -> No
     t0 = time.perf_counter()
     lowercase = True if cfg.data.lowercase is None else cfg.data.lowercase
     built = build_vocab(corpus, language=cfg.language, min_freq=cfg.data.vocab_min_freq, size=cfg.data.vocab_size,
-                        lowercase=lowercase)
+                        lowercase=lowercase, normalize=cfg.data.normalize)
     built.vocab.save(path)
     write_sidecar(path, built.info)
     say(f"built vocab ({'characters' if cfg.language == 'zh' else 'WordPiece'}): {len(built.vocab):,} tokens, "

@@ -17,7 +17,8 @@ What `score_predictions` takes as predictions (`items`), per task:
 Prediction files (`read_predictions`):
 - cws / pos / ner: any format the readers accept for the task (detected independently of the gold
   file: SIGHAN lines or char-level BMES for cws, char-level joint labels or word/TAG for pos,
-  char-level CoNLL or the \\x02 variant for ner). For cws a file without any space is read as SIGHAN
+  char-level CoNLL or the \\x02 variant for ner; for word-level gold, the same word-level format). Word-level
+  gold is scored by word: ner entities read as conlleval reads them, pos by word accuracy. For cws a file without any space is read as SIGHAN
   lines of one word each (a system that segmented nothing), never as unsegmented text.
 - dc / sa / spm / nli: a *label list* — a file none of whose lines holds a TAB (and that is not JSON
   lines): one label per line, line i for gold example i — or a file in the gold file's format (then its
@@ -55,6 +56,7 @@ from zencli.data.readers import (
 from zencli.data.readers.common import load_json_file, looks_like_json_lines, sample_lines, show
 from zencli.data.readers.pairs import LABEL_ALIASES as NLILABEL_ALIASES
 from zencli.data.readers.tagging import detect_tagging_format, read_tagging
+from zencli.metrics.pos import score_word_tags
 from zencli.errors import ZenError, where
 from zencli.metrics import (
     MetricResult,
@@ -99,7 +101,7 @@ class GoldData:
         prefix of its scheme with each entity type/POS tag it uses (a predicted `S-PER` is no surprise
         when the gold file only has longer persons)."""
         used = set(self.info.label_counts)
-        if self.task not in ("ner", "pos"):
+        if self.task not in ("ner", "pos") or (self.task == "pos" and self.info.level == "word"):
             return used
         prefixes = _SCHEME_PREFIXES[self.info.scheme or "BIO"]
         types = {lab.split("-", 1)[1] for lab in used if "-" in lab}
@@ -377,10 +379,12 @@ def _check_chars(gold: Sequence[TaggedSentence], pred: Sequence[TaggedSentence],
         k = next((j for j, (a, b) in enumerate(zip(g.chars, p.chars)) if a != b),
                  min(len(g.chars), len(p.chars)))
         lo = max(0, k - 5)
-        gs, ps = "".join(g.chars[lo:k + 6]), "".join(p.chars[lo:k + 6])
+        unit = "word" if g.level == "word" else "char"
+        sep = " " if unit == "word" else ""
+        gs, ps = sep.join(g.chars[lo:k + 6]), sep.join(p.chars[lo:k + 6])
         raise ZenError(f"{where(pred_name, p.line)}: sentence {i + 1} differs from {where(g.source, g.line)} at "
-                       f"character {k + 1} (gold {len(g.chars)} chars '{gs}', prediction {len(p.chars)} chars "
-                       f"'{ps}'); expected the same characters, sentence by sentence")
+                       f"{'character' if unit == 'char' else 'word'} {k + 1} (gold {len(g.chars)} {unit}s '{gs}', "
+                       f"prediction {len(p.chars)} {unit}s '{ps}'); expected the same {unit}s, sentence by sentence")
 
 
 def _unseen(predicted: Counter[str], known: Collection[str]) -> dict[str, int]:
@@ -418,8 +422,14 @@ def score_predictions(
         else:
             unseen = _unseen(Counter(lab for s in items for lab in s.labels), known)
             labels = ([s.labels for s in gold.examples], [s.labels for s in items])
-            scorer = score_pos if task == "pos" else score_ner
-            result = scorer(*labels, gold_name=gold.path, pred_name=pred_name)
+            if gold.info.level == "word":  # one label per word: conlleval entities, word accuracy
+                if task == "pos":
+                    result = score_word_tags(*labels, gold_name=gold.path, pred_name=pred_name)
+                else:
+                    result = score_ner(*labels, gold_name=gold.path, pred_name=pred_name, chunking="conlleval")
+            else:
+                scorer = score_pos if task == "pos" else score_ner
+                result = scorer(*labels, gold_name=gold.path, pred_name=pred_name)
     elif task in CLASSIFICATION:
         _check_count(gold, len(items), pred_name)
         unseen = _unseen(Counter(items), known)

@@ -22,6 +22,18 @@ windows of at most that many characters.
   both sides (`merge_token_predictions`), and the whole sentence is decoded in one pass, so the output is
   well formed across window boundaries too.
 
+Word-level data (`TaggedSentence.level == "word"`: one label per word, e.g. Arabic CoNLL NER or treebank
+POS; the level is learned from the training file and saved in the task state): each word becomes the
+pieces the model's tokenizer makes of it (`InputPipeline.word_pieces`), the word's label sits on its first
+piece, and the other pieces carry no label: the loss skips them and the CRF chain runs over first pieces
+only (`TokenClassificationHead` gathers the labelled positions), so decoding yields one label per word.
+(The alternative, giving continuation pieces the `I-`/`M-` label, adds labels that are decided by the
+tokenizer rather than by the annotator and needs an extra rule to map back; first-piece labelling is
+BERT's, and what the Arabic encoders the paper compares with were evaluated with.) Windows are planned over
+pieces; training windows are cut only before a word. Word-level pos labels are plain tags (no scheme, no
+constraints); prediction input lines are cut into words as the tokenizer does (white space, and each
+punctuation char alone), and output keeps character offsets into the input line.
+
 Output (`zen predict --format`): text — cws: words separated by spaces; pos: `word/TAG`; ner: the input
 with `[entity]/TYPE` marked inline —, json (one object per line: text + words or entities with start/end
 character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in the
@@ -31,6 +43,7 @@ input is kept and tagged like any character; in text and json output a word neve
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import abstractmethod
 from collections import Counter
@@ -42,8 +55,9 @@ import torch
 
 from zencli.data.collate import IGNORE_INDEX, collate
 from zencli.data.readers import LabelSet, TaggedSentence
+from zencli.data.readers.tagging import LEVELS
 from zencli.data.windows import merge_token_predictions, plan_windows
-from zencli.errors import ZenError
+from zencli.errors import ZenError, where
 from zencli.model.crf import allowed_transitions
 from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import Record, Task, register
@@ -70,29 +84,62 @@ class TaggingTask(Task):
     @classmethod
     def build_state(cls, settings, train: GoldData) -> dict[str, Any]:
         labels = LabelSet.build(lab for s in train.examples for lab in (s.labels or []))
+        level = train.info.level
+        if level == "word" and cls.name == "cws":
+            raise ZenError(f"{train.path}: word-level data for cws; segmentation labels characters (words "
+                           f"separated by spaces need no segmenting)")
+        if level == "word" and cls.name == "pos":
+            return {"labels": labels.labels, "scheme": None, "level": level}  # plain tags: no scheme
         try:
             scheme = detect_scheme(labels.labels)
         except ValueError as e:
             raise ZenError(f"{train.path}: {e}") from None
-        return {"labels": labels.labels, "scheme": scheme}
+        return {"labels": labels.labels, "scheme": scheme, **({"level": level} if level != "char" else {})}
 
     def load_state(self, state: dict[str, Any]) -> None:
         labels, scheme = state.get("labels"), state.get("scheme")
+        level = state.get("level", "char")  # models from before word-level data tag chars
         if not isinstance(labels, list) or not labels or not all(isinstance(x, str) for x in labels):
             raise ZenError(f"task {self.name}: state 'labels': expected a non-empty list of label strings")
+        if level not in LEVELS:
+            raise ZenError(f"task {self.name}: state 'level': expected one of {', '.join(LEVELS)}, got {level!r}")
+        self.labels = LabelSet(labels)
+        self.level: str = level
+        if level == "word" and self.name == "pos":
+            if scheme is not None:
+                raise ZenError(f"task {self.name}: state 'scheme': word-level POS tags have none, got {scheme!r}")
+            self.scheme = None
+            self._may_start = np.ones(len(labels), bool)
+            self.constraints = None
+            return
         if scheme not in SCHEMES:
             raise ZenError(f"task {self.name}: state 'scheme': expected one of {', '.join(SCHEMES)}, got {scheme!r}")
-        self.labels = LabelSet(labels)
-        self.scheme: str = scheme
+        self.scheme = scheme
         allowed = allowed_transitions(labels, scheme)
         self._may_start = allowed.start.numpy()  # [C] bool, by label id
         self.constraints = allowed if self.settings.constrained else None
 
     def state(self) -> dict[str, Any]:
-        return {"labels": list(self.labels.labels), "scheme": self.scheme}
+        out: dict[str, Any] = {"labels": list(self.labels.labels), "scheme": self.scheme}
+        if self.level != "char":
+            out["level"] = self.level
+        return out
+
+    def check_level(self, gold: GoldData) -> None:
+        """A word-level model scores word-level files only, and a char-level one char-level files."""
+        if gold.info.level != self.level:
+            raise ZenError(f"{gold.path}: read as {gold.info.level}-level {gold.info.format} data, but the model "
+                           f"tags one label per {self.level}; expected a {self.level}-level file"
+                           + (" (word<TAB>label lines: --format conll-word)" if self.level == "word" else ""))
 
     # --- data -------------------------------------------------------------------------------------------
     def parse_input(self, text: str, source: str, line: int) -> TaggedSentence:
+        if self.level == "word":
+            # Words as the tokenizer cuts running text: at white space, and each punctuation char alone
+            # (the boundaries do not depend on case or normalisation settings).
+            toks = _word_splitter().split_with_offsets(text)
+            return TaggedSentence([text[t.start:t.end] for t in toks], None, source, line, "word", text,
+                                  [(t.start, t.end) for t in toks])
         return TaggedSentence(list(text), None, source, line)
 
     def data_notes(self, gold: GoldData) -> list[str]:
@@ -104,11 +151,15 @@ class TaggingTask(Task):
         return notes
 
     def lexicon_units(self, examples: Sequence[TaggedSentence]) -> Counter[str]:
-        """Words (cws, pos) or entities (ner) of the labelled sentences, by how often they occur."""
-        return Counter("".join(s.chars[a:b]) for s in examples if s.labels for a, b, _ in self.units(s.labels))
+        """Words (cws, pos) or entities (ner) of the labelled sentences, by how often they occur (word
+        level: the words of a unit joined by spaces)."""
+        sep = " " if self.level == "word" else ""
+        return Counter(sep.join(s.chars[a:b]) for s in examples if s.labels for a, b, _ in self.units(s.labels))
 
     def units(self, labels: Sequence[str]) -> list[Span]:
         """The (start, end, tag) units that labels mark: words; entities for ner."""
+        if self.level == "word":
+            return [(i, i + 1, tag) for i, tag in enumerate(labels)]
         return word_spans(labels)
 
     def unseen_labels(self, gold: GoldData) -> dict[str, int]:
@@ -127,12 +178,15 @@ class TaggingTask(Task):
     def training_windows(self, ids: np.ndarray) -> list[tuple[int, int]]:
         """Windows of at most max_seq_len − 2 chars covering a labelled sentence, each cut before a char
         whose label may start a sequence (a word or entity boundary), so every window's labels stand on
-        their own; a window is cut mid-chunk only when a chunk is longer than a whole window."""
+        their own; a window is cut mid-chunk only when a chunk is longer than a whole window. Positions
+        labelled IGNORE_INDEX (a word's continuation pieces) are never cut before."""
         room = self.settings.max_seq_len - 2
         n = len(ids)
         if n <= room:
             return [(0, n)]
-        boundary = self._may_start[ids]  # [n] bool: a new word / entity / O may begin at this char
+        labelled = ids >= 0
+        # [n] bool: a new word / entity / O may begin at this position
+        boundary = labelled & self._may_start[np.where(labelled, ids, 0)]
         out, start = [], 0
         while start < n:
             end = min(start + room, n)
@@ -144,9 +198,21 @@ class TaggingTask(Task):
             start = end
         return out
 
+    def _piece_ids(self, inputs, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Word level: per sentence of words, (piece ids [n], first piece of each word [w])."""
+        return [inputs.word_pieces(words) for words in sentences]
+
     def training_records(self, examples: Sequence[TaggedSentence], inputs) -> tuple[list[Record], list[str]]:
+        self.check_level_of(examples)
         sentences = [s for s in examples if s.chars]
         label_ids = [np.asarray(self.labels.encode_all(s.labels), np.int64) for s in sentences]
+        pieces = None
+        if self.level == "word":
+            pieces = self._piece_ids(inputs, [s.chars for s in sentences])
+            for k, ((ids, first), word_labels) in enumerate(zip(pieces, label_ids)):
+                lab = np.full(len(ids), IGNORE_INDEX, np.int64)  # continuation pieces: no label
+                lab[first] = word_labels
+                label_ids[k] = lab
         windows = [self.training_windows(ids) for ids in label_ids]
         crf_trim = self.settings.decoder == "crf" and self.constraints is not None
         loo = inputs.leave_one_out
@@ -156,8 +222,11 @@ class TaggingTask(Task):
         chunk = 2048
         for c0 in range(0, len(sentences), chunk):
             part, part_windows = sentences[c0:c0 + chunk], windows[c0:c0 + chunk]
-            encoded = inputs.char_windows([s.chars for s in part], part_windows,
-                                          None if excluded is None else excluded[c0:c0 + chunk])
+            part_excluded = None if excluded is None else excluded[c0:c0 + chunk]
+            if pieces is None:
+                encoded = inputs.char_windows([s.chars for s in part], part_windows, part_excluded)
+            else:
+                encoded = inputs.id_windows([ids for ids, _ in pieces[c0:c0 + chunk]], part_windows, part_excluded)
             for ids, ws, recs in zip(label_ids[c0:c0 + chunk], part_windows, encoded):
                 for (a, b), rec in zip(ws, recs):
                     lo, hi = a, b
@@ -167,10 +236,10 @@ class TaggingTask(Task):
                         # allowed to end); the chars left out still give the encoder context.
                         start_ok, end_ok = self.constraints.start, self.constraints.end
                         if a > 0:
-                            while lo < hi and not bool(start_ok[ids[lo]]):
+                            while lo < hi and not (ids[lo] >= 0 and bool(start_ok[ids[lo]])):
                                 lo += 1
                         if b < len(ids):
-                            while hi > lo and not bool(end_ok[ids[hi - 1]]):
+                            while hi > lo and not (ids[hi - 1] >= 0 and bool(end_ok[ids[hi - 1]])):
                                 hi -= 1
                         trimmed += (lo - a) + (b - hi)
                     lab = np.full(b - a + 2, IGNORE_INDEX, np.int64)  # [CLS] chars [SEP]
@@ -180,13 +249,27 @@ class TaggingTask(Task):
         notes = []
         if len(sentences) < len(examples):
             notes.append(f"{len(examples) - len(sentences)} empty training sentences have nothing to learn from")
+        unit = "chars" if self.level == "char" else "word pieces"
         n_cut = sum(len(ws) > 1 for ws in windows)
         if n_cut:
-            notes.append(f"{n_cut} training sentences longer than {self.settings.max_seq_len - 2} chars were cut at "
+            notes.append(f"{n_cut} training sentences longer than {self.settings.max_seq_len - 2} {unit} were cut at "
                          f"word/entity boundaries into {sum(len(ws) for ws in windows if len(ws) > 1)} windows"
-                         + (f"; {trimmed} chars of chunks longer than a window were left unlabelled"
+                         + (f"; {trimmed} {unit} of chunks longer than a window were left unlabelled"
                             if trimmed else ""))
+        if pieces is not None:
+            n_words = sum(len(first) for _, first in pieces)
+            n_pieces = sum(len(ids) for ids, _ in pieces)
+            unk = sum(int((ids[first] == inputs.vocab.unk_id).sum()) for ids, first in pieces)
+            notes.append(f"{n_words:,} training words became {n_pieces:,} word pieces "
+                         f"({n_pieces / max(n_words, 1):.2f} per word; the label sits on the first); "
+                         f"{unk:,} words start with [UNK]")
         return records, notes
+
+    def check_level_of(self, examples: Sequence[TaggedSentence]) -> None:
+        for s in examples:
+            if s.level != self.level:
+                raise ZenError(f"{where(s.source, s.line)}: a {s.level}-level sentence, but the model tags one label "
+                               f"per {self.level}; expected {self.level}-level data")
 
     def loss(self, model, encoded, batch):
         labels = batch["labels"]  # [B, L]: IGNORE_INDEX at [CLS]/[SEP], padding and trimmed chars
@@ -200,9 +283,18 @@ class TaggingTask(Task):
 
     @torch.no_grad()
     def emissions(self, model, inputs, sentences: Sequence[Sequence[str]], batch_size: int) -> list[np.ndarray]:
-        """Per sentence, emission scores [n, C] float32 merged over its windows."""
-        windows = [self._windows(len(chars)) if chars else [] for chars in sentences]
-        records = inputs.char_windows(sentences, windows)
+        """Per sentence, emission scores [n, C] float32 merged over its windows (word level: [w, C], the
+        scores of each word's first piece)."""
+        if self.level == "word":
+            pieces = self._piece_ids(inputs, sentences)
+            windows = [self._windows(len(ids)) if len(ids) else [] for ids, _ in pieces]
+            records = inputs.id_windows([ids for ids, _ in pieces], windows)
+            lengths = [len(ids) for ids, _ in pieces]
+        else:
+            pieces = None
+            windows = [self._windows(len(chars)) if chars else [] for chars in sentences]
+            records = inputs.char_windows(sentences, windows)
+            lengths = [len(chars) for chars in sentences]
         flat = [(i, w, rec) for i, recs in enumerate(records) for w, rec in enumerate(recs)]
         flat.sort(key=lambda x: -len(x[2]["input_ids"]))  # similar lengths together: little padding
         per_window: list[list[np.ndarray | None]] = [[None] * len(ws) for ws in windows]
@@ -215,17 +307,19 @@ class TaggingTask(Task):
                 n = len(rec["input_ids"]) - 2
                 per_window[i][w] = logits[row, 1:1 + n]
         out = []
-        for chars, ws, preds in zip(sentences, windows, per_window):
-            if not chars:
+        for k, (n, ws, preds) in enumerate(zip(lengths, windows, per_window)):
+            if not n:
                 out.append(np.zeros((0, len(self.labels)), np.float32))
-            else:
-                out.append(merge_token_predictions(ws, preds, len(chars), reduce="best").astype(np.float32))
+                continue
+            merged = merge_token_predictions(ws, preds, n, reduce="best").astype(np.float32)
+            out.append(merged if pieces is None else merged[pieces[k][1]])
         return out
 
     @torch.no_grad()
     def predict(self, model, inputs, examples: Sequence[TaggedSentence], batch_size: int | None = None
                 ) -> list[list[str]]:
         batch_size = batch_size or self.settings.eval_batch_size
+        self.check_level_of(examples)
         was_training = model.training
         model.eval()
         try:
@@ -257,7 +351,8 @@ class TaggingTask(Task):
     # --- scoring ----------------------------------------------------------------------------------------
     def evaluate(self, gold: GoldData, predictions: Sequence[Sequence[str]], *, name: str = "model",
                  train: GoldData | None = None) -> Evaluation:
-        items = [TaggedSentence(g.chars, list(p), name, g.line) for g, p in zip(gold.examples, predictions)]
+        self.check_level(gold)
+        items = [TaggedSentence(g.chars, list(p), name, g.line, g.level) for g, p in zip(gold.examples, predictions)]
         notes = self.evaluation_notes(gold)
         train_words = None
         if self.name == "cws" and train is not None:
@@ -271,18 +366,40 @@ class TaggingTask(Task):
         chars = example.chars
         if fmt == "conll":
             return "".join(f"{c}\t{lab}\n" for c, lab in zip(chars, prediction))
-        text = "".join(chars)
+        text = example.text
+        spans = self._spans(example, prediction)
         if fmt == "json":
-            return json.dumps({"text": text, **self._json_fields(text, prediction)}, ensure_ascii=False)
-        return self._text(text, prediction)
+            fields = self._json_fields(text, spans)
+            if example.level == "word" and self.name == "ner":
+                fields = {"words": [{"text": w, "start": s, "end": e, "label": lab} for w, (s, e), lab
+                                    in zip(chars, example.word_offsets(), prediction)], **fields}
+            return json.dumps({"text": text, **fields}, ensure_ascii=False)
+        return self._text(text, spans)
+
+    def _spans(self, example: TaggedSentence, labels: Sequence[str]) -> list[Span]:
+        """What the output shows — words, tagged words or entities — as (start, end, tag) character spans
+        of `example.text`."""
+        if example.level == "word":
+            offsets = example.word_offsets()
+            return [(offsets[a][0], offsets[b - 1][1], t) for a, b, t in self.units(labels)]
+        if self.name == "ner":
+            return self.units(labels)
+        return words(example.text, labels)
 
     @abstractmethod
-    def _json_fields(self, text: str, labels: Sequence[str]) -> dict[str, Any]:
+    def _json_fields(self, text: str, spans: Sequence[Span]) -> dict[str, Any]:
         """The task's JSON fields of one prediction (words, tagged words or entities with offsets)."""
 
     @abstractmethod
-    def _text(self, text: str, labels: Sequence[str]) -> str:
+    def _text(self, text: str, spans: Sequence[Span]) -> str:
         """The task's plain-text rendering of one prediction."""
+
+
+@functools.cache
+def _word_splitter():
+    from zencli.text.tokenizer import BasicTokenizer
+
+    return BasicTokenizer(lowercase=False, strip_accents=False)
 
 
 def words(text: str, labels: Sequence[str]) -> list[Span]:
@@ -305,32 +422,34 @@ class CwsTask(TaggingTask):
     name = "cws"
     description = "Chinese word segmentation (B/M/E/S per char; SIGHAN word P/R/F1, OOV recall)"
 
-    def _json_fields(self, text, labels):
-        return {"words": [{"text": text[s:e], "start": s, "end": e} for s, e, _ in words(text, labels)]}
+    def _json_fields(self, text, spans):
+        return {"words": [{"text": text[s:e], "start": s, "end": e} for s, e, _ in spans]}
 
-    def _text(self, text, labels):
-        return " ".join(text[s:e] for s, e, _ in words(text, labels))
+    def _text(self, text, spans):
+        return " ".join(text[s:e] for s, e, _ in spans)
 
 
 @register
 class PosTask(TaggingTask):
     name = "pos"
-    description = "joint word segmentation + POS tagging (B-TAG … per char; word+tag F1)"
+    description = ("joint word segmentation + POS tagging (B-TAG … per char; word+tag F1), or one tag per word "
+                   "(word-level files; word accuracy)")
 
-    def _json_fields(self, text, labels):
-        return {"words": [{"text": text[s:e], "start": s, "end": e, "tag": t} for s, e, t in words(text, labels)]}
+    def _json_fields(self, text, spans):
+        return {"words": [{"text": text[s:e], "start": s, "end": e, "tag": t} for s, e, t in spans]}
 
-    def _text(self, text, labels):
-        return " ".join(f"{text[s:e]}/{t}" for s, e, t in words(text, labels))
+    def _text(self, text, spans):
+        return " ".join(f"{text[s:e]}/{t}" for s, e, t in spans)
 
 
 @register
 class NerTask(TaggingTask):
     name = "ner"
-    description = "named entity recognition (BIO/IOBES/BMES per char; strict entity F1)"
+    description = ("named entity recognition (BIO/IOBES/BMES per char, strict entity F1; or per word, "
+                   "conlleval entity F1)")
 
     def units(self, labels: Sequence[str]) -> list[Span]:
-        return spans_from_labels(labels, self.scheme)
+        return spans_from_labels(labels, self.scheme)  # entities, at either level
 
     def evaluate(self, gold, predictions, *, name="model", train=None):
         if gold.info.scheme and gold.info.scheme != self.scheme:
@@ -347,13 +466,12 @@ class NerTask(TaggingTask):
             return dict(sorted(counts.items()))
         return super().unseen_labels(gold)
 
-    def _json_fields(self, text, labels):
-        return {"entities": [{"text": text[s:e], "start": s, "end": e, "type": t}
-                             for s, e, t in self.units(labels)]}
+    def _json_fields(self, text, spans):
+        return {"entities": [{"text": text[s:e], "start": s, "end": e, "type": t} for s, e, t in spans]}
 
-    def _text(self, text, labels):
+    def _text(self, text, spans):
         parts, pos = [], 0
-        for s, e, t in self.units(labels):
+        for s, e, t in spans:
             parts += [text[pos:s], f"[{text[s:e]}]/{t}"]
             pos = e
         parts.append(text[pos:])

@@ -9,6 +9,13 @@ and Unicode P*) is its own token; then WordPiece, greedy longest-match-first wit
 [UNK] for a word longer than 100 characters or one that cannot be covered. There is no NFC step
 (recent HF `transformers` slow tokenizers added one; Google BERT, ZEN and HF's fast tokenizer have none).
 
+Arabic normalisation (`normalize`, a subset of `ARABIC_NORMALIZATIONS`, off by default): after cleaning and
+before case and accents, `diacritics` drops the harakat, tanween, shadda, sukun, dagger alef and Quranic
+annotation marks, `tatweel` drops the kashida U+0640, `alef` writes أ إ آ ٱ as ا, `yaa` writes ى (and the
+Persian ی) as ي. Each maps one char to one char or to nothing, so offsets into the original text hold: a
+dropped mark stays inside its word's span. The setting is stored with the vocabulary (vocab.json) and a
+fine-tuned model's inputs (task.json), so training, evaluation and prediction normalise alike.
+
 Two paths give the same token strings (tests check it on random text):
 - `tokens()` / `encode()` / `char_pieces()`: the hot path for lexicon extraction and pretraining data.
   One compiled regex splits text into runs of CJK and whitespace-free words; CJK runs are split with
@@ -30,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from zencli.errors import ZenError
 from zencli.text.vocab import UNK, Vocab, read_sidecar
 
 # BERT's `_is_chinese_char`: CJK Unified Ideographs and extensions A–E plus the compatibility blocks.
@@ -47,6 +55,35 @@ _CJK_COMPAT_RANGES = ((0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # NFD maps most of 
 MAX_CHARS_PER_WORD = 100
 CONTINUATION = "##"
 _CACHE_LIMIT = 1 << 16  # words kept per cache (bounded memory); cleared when full, frequent words return at once
+
+
+# Arabic normalisations: one char → one char (a str) or → nothing (None).
+_ARABIC_DIACRITICS = [*range(0x0610, 0x061B), *range(0x064B, 0x0660), 0x0670, *range(0x06D6, 0x06DD),
+                      *range(0x06DF, 0x06E5), 0x06E7, 0x06E8, *range(0x06EA, 0x06EE)]
+ARABIC_NORMALIZATIONS: dict[str, dict[int, str | None]] = {
+    "diacritics": dict.fromkeys(_ARABIC_DIACRITICS),
+    "tatweel": {0x0640: None},
+    "alef": dict.fromkeys((0x0622, 0x0623, 0x0625, 0x0671), "\u0627"),
+    "yaa": dict.fromkeys((0x0649, 0x06CC), "\u064a"),
+}
+
+
+def normalization_table(names: Iterable[str] | None) -> dict[int, str | None]:
+    """The str.translate table of the named Arabic normalisations (ValueError for an unknown name)."""
+    table: dict[int, str | None] = {}
+    for name in names or ():
+        if name not in ARABIC_NORMALIZATIONS:
+            raise ValueError(f"normalize: unknown normalisation {name!r}; expected some of "
+                             f"{', '.join(ARABIC_NORMALIZATIONS)}")
+        table.update(ARABIC_NORMALIZATIONS[name])
+    return table
+
+
+def check_normalize(names: Iterable[str] | None) -> list[str]:
+    """The normalisation names in their canonical order (as saved), checked."""
+    given = list(names or ())
+    normalization_table(given)
+    return [n for n in ARABIC_NORMALIZATIONS if n in given]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +230,12 @@ class BasicTokenizer:
     combining marks carry meaning want `strip_accents=False`.
     """
 
-    def __init__(self, lowercase: bool = True, strip_accents: bool | None = None):
+    def __init__(self, lowercase: bool = True, strip_accents: bool | None = None,
+                 normalize: Iterable[str] | None = None):
         self.lowercase = lowercase
         self.strip_accents = lowercase if strip_accents is None else strip_accents
+        self.normalize = check_normalize(normalize)
+        self._norm = normalization_table(self.normalize)
         self._t = _tables()
         self._words: dict[str, list[str]] = {}
         self._pieces: dict[str, list[str]] = {}
@@ -211,6 +251,8 @@ class BasicTokenizer:
     def _split_word(self, word: str) -> list[str]:
         """Basic tokens of one whitespace-free, CJK-free run of the original text."""
         s = self._t.removed.sub("", word)
+        if self._norm:
+            s = s.translate(self._norm)
         if self.lowercase:
             s = s.lower()
         if self.strip_accents:
@@ -275,6 +317,14 @@ class BasicTokenizer:
     def _word_with_positions(self, word: str, base: int) -> list[_Basic]:
         pos = [base + i for i, c in enumerate(word) if not is_removed(c)]
         s = "".join(word[p - base] for p in pos)
+        normalized: frozenset[int] = frozenset()
+        if self._norm:
+            # One char → one char or nothing: positions follow; a dropped char (a diacritic) is kept in
+            # the span of the token it sits in, like a stripped accent.
+            mapped = [(self._norm.get(ord(c), c), p) for c, p in zip(s, pos)]
+            normalized = frozenset(p for m, p in mapped if m is None)
+            s = "".join(m for m, _ in mapped if m is not None)
+            pos = [p for m, p in mapped if m is not None]
         if self.lowercase:
             low = s.lower()
             if len(low) != len(s):
@@ -298,6 +348,7 @@ class BasicTokenizer:
                 dropped = frozenset(p for _, p in pairs if p not in kept_pos)
             s = "".join(d for d, _ in kept)
             pos = [p for _, p in kept]
+        dropped |= normalized
         out = []
         for m in self._t.punct_split.finditer(s):
             out.append(_Basic(m.group(), pos[m.start() : m.end()], dropped))
@@ -335,19 +386,32 @@ def _stretch(pos: list[int], n: int) -> list[int]:
 
 
 @functools.cache
-def _basic(lowercase: bool, strip_accents: bool | None) -> BasicTokenizer:
-    return BasicTokenizer(lowercase, strip_accents)
+def _basic(lowercase: bool, strip_accents: bool | None, normalize: tuple[str, ...] = ()) -> BasicTokenizer:
+    return BasicTokenizer(lowercase, strip_accents, normalize)
 
 
-def basic_tokenize(text: str, lowercase: bool = True, strip_accents: bool | None = None) -> list[str]:
+def basic_tokenize(text: str, lowercase: bool = True, strip_accents: bool | None = None,
+                   normalize: Iterable[str] = ()) -> list[str]:
     """BERT's basic tokens (before WordPiece)."""
-    return _basic(lowercase, strip_accents).split(text)
+    return _basic(lowercase, strip_accents, tuple(normalize)).split(text)
 
 
-def char_pieces(text: str, lowercase: bool = True, strip_accents: bool | None = None) -> list[str]:
+def char_pieces(text: str, lowercase: bool = True, strip_accents: bool | None = None,
+                normalize: Iterable[str] = ()) -> list[str]:
     """Vocabulary-free tokenization: what `Tokenizer.tokens` returns with a complete character vocabulary
     (`"abc"` → `a ##b ##c`; each CJK and punctuation char alone). Used to count n-grams before a vocab exists."""
-    return _basic(lowercase, strip_accents).char_pieces(text)
+    return _basic(lowercase, strip_accents, tuple(normalize)).char_pieces(text)
+
+
+def sidecar_normalize(side: dict | None, source: object) -> list[str]:
+    """The `normalize` list of a vocab.json sidecar ([] when absent); ZenError naming the file if bad."""
+    value = (side or {}).get("normalize", [])
+    try:
+        if not isinstance(value, list):
+            raise ValueError(f"normalize: expected a list of names, got {value!r}")
+        return check_normalize(value)
+    except ValueError as e:
+        raise ZenError(f"{Path(str(source)).with_suffix('.json')}: {e}") from None
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -390,10 +454,11 @@ class Tokenizer:
         strip_accents: bool | None = None,
         max_chars_per_word: int = MAX_CHARS_PER_WORD,
         width_fallback: bool = True,
+        normalize: Iterable[str] | None = None,
     ):
         self.vocab = vocab
         self.width_fallback = width_fallback
-        self.basic = BasicTokenizer(lowercase, strip_accents)
+        self.basic = BasicTokenizer(lowercase, strip_accents, normalize)
         self.max_chars_per_word = max_chars_per_word
         self.unk_id = vocab.unk_id  # a clear error now if the vocabulary has no [UNK]
         self._ids = vocab.token_ids
@@ -411,14 +476,21 @@ class Tokenizer:
         cls, vocab: str | Path | Vocab, lowercase: bool | None = None, strip_accents: bool | None = None
     ) -> Tokenizer:
         """Load a vocabulary (path or Vocab). Settings left as None come from the `vocab.json` that
-        `zen vocab build` writes next to vocab.txt, else BERT's defaults (lower-case, strip accents)."""
+        `zen vocab build` writes next to vocab.txt, else BERT's defaults (lower-case, strip accents); the
+        Arabic normalisation always comes from there (none without one)."""
         v = vocab if isinstance(vocab, Vocab) else Vocab.load(vocab)
         side = read_sidecar(v.source) if Path(v.source).is_file() else None
+        normalize = sidecar_normalize(side, v.source)
         if side is not None:
             lowercase = bool(side.get("lowercase", True)) if lowercase is None else lowercase
             if strip_accents is None and isinstance(side.get("strip_accents"), bool):
                 strip_accents = side["strip_accents"]
-        return cls(v, lowercase=True if lowercase is None else lowercase, strip_accents=strip_accents)
+        return cls(v, lowercase=True if lowercase is None else lowercase, strip_accents=strip_accents,
+                   normalize=normalize)
+
+    @property
+    def normalize(self) -> list[str]:
+        return self.basic.normalize
 
     @property
     def lowercase(self) -> bool:

@@ -53,12 +53,14 @@ def build_vocab(
     lowercase: bool = True,
     strip_accents: bool | None = None,
     progress: Progress | None = None,
+    normalize: Sequence[str] = (),
 ) -> VocabBuild:
     """Build the vocabulary of `language` ("zh": characters; "ar": WordPiece) from the corpus files.
 
     `strip_accents=None`: BERT's rule for zh (strip when lower-casing); never for ar, whose diacritics
     are part of the text. `size` caps the zh vocabulary (specials included) and sets the WordPiece size
-    for ar (default 30000)."""
+    for ar (default 30000). `normalize`: Arabic normalisations (`zencli.text.tokenizer`), saved in the
+    sidecar so that every tokenizer of this vocabulary applies them."""
     if language not in LANGUAGES:
         raise ZenError(f"unknown language {language!r}; expected one of {', '.join(LANGUAGES)}")
     if not corpus:
@@ -70,7 +72,10 @@ def build_vocab(
     method = LANGUAGES[language]
     if strip_accents is None and method == "wordpiece":
         strip_accents = False
-    basic = BasicTokenizer(lowercase, strip_accents)
+    try:
+        basic = BasicTokenizer(lowercase, strip_accents, normalize)
+    except ValueError as e:
+        raise ZenError(str(e)) from None
     stats = CorpusStats()
     if method == "char":
         tokens, counts = _char_vocab(corpus, basic, min_freq, size, stats, progress)
@@ -83,6 +88,7 @@ def build_vocab(
         "method": method,
         "lowercase": lowercase,
         "strip_accents": basic.strip_accents,
+        "normalize": basic.normalize,
         "min_freq": min_freq,
         "size": size,
         "corpus": [str(p) for p in corpus],
@@ -178,7 +184,8 @@ def _wordpiece_vocab(
     tokens = [t for t, _ in learned if t not in SPECIAL_TOKENS]
 
     # Coverage with our own WordPiece (the one the model will use), weighted by word frequency.
-    tok = Tokenizer(Vocab([*SPECIAL_TOKENS, *tokens]), lowercase=basic.lowercase, strip_accents=basic.strip_accents)
+    tok = Tokenizer(Vocab([*SPECIAL_TOKENS, *tokens]), lowercase=basic.lowercase, strip_accents=basic.strip_accents,
+                    normalize=basic.normalize)
     total = unk = 0
     for w, n in words.items():
         pieces = tok.wordpiece(w)

@@ -31,7 +31,8 @@ class ReadInfo:
     header: bool = False
     columns: list[str] = field(default_factory=list)  # role of each TAB column, e.g. ["label", "text"]
     scheme: str | None = None  # tagging: BMES / BIO / IOBES
-    tokens: int = 0  # characters: of the sentences (tagging), of the texts (dc/sa/spm/nli)
+    level: str = "char"  # tagging: one label per char, or per word (word-level formats)
+    tokens: int = 0  # characters (words for word-level tagging): of the sentences, of the texts (dc/sa/spm/nli)
     words: int = 0  # cws / pos: words
     empty: int = 0  # examples with no text (kept so line-aligned output keeps its line count)
     blank_lines: int = 0  # blank lines skipped in formats where they carry no example

@@ -12,15 +12,29 @@ Formats (`fmt`):
 - `word-tab` (pos): `word<TAB>TAG` one word per line, a blank line after each sentence → joint labels.
 - `raw` (all): unlabelled text for prediction, one sentence per line, every char kept.
 
+Word-level files (one label per *word*, for models whose tokenizer splits words into pieces, e.g. Arabic;
+`TaggedSentence.level == "word"`, its `chars` are then the words):
+- `conll-word` (pos, ner): `word<TAB>label` (or one run of spaces), one word per line, a blank line after
+  each sentence, `-DOCSTART-` skipped. ner labels in IOB1, IOB2/BIO, IOBES or BMES (an IOB1 file, whose
+  entities start with `I-`, is read as IOB2: the same entities, conlleval's reading); pos labels are
+  plain tags (`NOUN`, `DET+NOUN`), one per word.
+- `word-slash` (pos) when the words hold no CJK character: `word/TAG` tokens, one tag per word.
+- `conllu` (pos): CoNLL-U / CoNLL-X, the layout of the Arabic treebanks (PADT, CATiB / ATB): 10 TAB
+  columns `ID FORM LEMMA UPOS XPOS …`, `#` comment lines, a blank line after each sentence; the tag is
+  UPOS (XPOS where UPOS is `_`); multi-word token lines (`1-2`) and empty nodes (`1.1`) are skipped, so
+  the words are the treebank's (ATB-tokenized, clitics split) syntactic words.
+
 In the line-per-sentence formats (sighan, x02, word-slash, raw) an empty line is an empty sentence, kept so
 that output written line by line has the input's line count; in the blank-line-separated formats
 (conll, word-tab) blank lines only end sentences.
 
 Detection (`fmt="auto"`) looks at the first 50 non-blank lines: any U+0002 → x02; a `-DOCSTART-` line
 → conll; at least half the
-lines shaped `one-char<sep>label` with a label shaped for the task → conll; pos: at least half the lines
-with two TAB fields → word-tab, at least half the lines made of `word/TAG` tokens → word-slash; cws: at
-least half the lines of two or more chars contain whitespace → sighan; otherwise raw.
+lines shaped `token<sep>label` with a label shaped for the task → conll, or conll-word when a token of
+the sample has more than one char; pos: a line of 10 TAB fields starting with a word id → conllu; at
+least half the lines with two TAB fields → word-tab (conll-word when the sample has no CJK char), at least
+half the lines made of `word/TAG` tokens → word-slash; cws: at least half the lines of two or more chars
+contain whitespace → sighan; otherwise raw.
 """
 
 from __future__ import annotations
@@ -56,9 +70,10 @@ from zencli.text.reading import iter_lines
 TAGGING_TASKS = ("cws", "pos", "ner")
 TAGGING_FORMATS: dict[str, tuple[str, ...]] = {
     "cws": ("sighan", "conll", "x02", "raw"),
-    "pos": ("conll", "word-tab", "word-slash", "x02", "raw"),
-    "ner": ("conll", "x02", "raw"),
+    "pos": ("conll", "conll-word", "conllu", "word-tab", "word-slash", "x02", "raw"),
+    "ner": ("conll", "conll-word", "x02", "raw"),
 }
+LEVELS = ("char", "word")
 _CHECKS: dict[str, Callable[[str], str]] = {"cws": check_cws_label, "pos": check_pos_label,
                                             "ner": check_ner_label}
 # Shape of a label during detection only: loose on purpose, so that a bad label such as `X-PER` in a
@@ -69,30 +84,53 @@ _LABEL_SHAPE = {
     "ner": re.compile(r"(O|[A-Za-z]-\S+)\Z"),
 }
 _SLASH_TOKEN = re.compile(r".+/[^/\s]+\Z")
+_CONLLU_ID = re.compile(r"[0-9]+(?:[-.][0-9]+)?\Z")
 
 
 @dataclass
 class TaggedSentence:
     """One sentence: its characters and, when the file has them, one label per character.
-    `line` is the file line the sentence starts on; `source` the file it came from."""
+    `line` is the file line the sentence starts on; `source` the file it came from.
+
+    `level == "word"`: `chars` holds words (one label each), and `offsets` their [start, end) in `text`:
+    the input line for `zen predict`, else the words joined by single spaces."""
 
     chars: list[str]
     labels: list[str] | None
     source: str
     line: int
+    level: str = "char"
+    line_text: str | None = None  # word level: the line the words were cut from (offsets point into it)
+    offsets: list[tuple[int, int]] | None = None
 
     @property
     def text(self) -> str:
+        if self.level == "word":
+            return " ".join(self.chars) if self.line_text is None else self.line_text
         return "".join(self.chars)
+
+    def word_offsets(self) -> list[tuple[int, int]]:
+        """Word level: each word's [start, end) in `text`."""
+        if self.offsets is not None:
+            return self.offsets
+        out, pos = [], 0
+        for w in self.chars:
+            out.append((pos, pos + len(w)))
+            pos += len(w) + 1
+        return out
 
     @property
     def words(self) -> list[str] | None:
         """Words cut by segmentation labels (cws, pos); None when unlabelled."""
+        if self.level == "word":
+            return list(self.chars)
         return None if self.labels is None else words_from_labels(self.chars, self.labels)
 
     @property
     def tagged_words(self) -> list[tuple[str, str]] | None:
         """(word, POS tag) pairs from pos joint labels; None when unlabelled."""
+        if self.level == "word":
+            return None if self.labels is None else list(zip(self.chars, self.labels))
         return None if self.labels is None else tagged_words(self.chars, self.labels)
 
 
@@ -100,30 +138,43 @@ def _split_char_line(text: str) -> list[str]:
     return text.split("\t") if "\t" in text else text.split()
 
 
+def _has_cjk(texts: list[str]) -> bool:
+    from zencli.text.tokenizer import is_cjk
+
+    return any(is_cjk(c) for t in texts for c in t)
+
+
 def detect_tagging_format(path: str | Path, task: str) -> str:
     """The format of a cws/pos/ner file, from its first non-blank lines (rules in the module docstring)."""
     sample = [t for _, t in sample_lines(path)]
     if any("\x02" in t for t in sample):
         return "x02"
-    if any(t.startswith("-DOCSTART-") for t in sample):
-        return "conll"
     half = len(sample) / 2
     shape = _LABEL_SHAPE[task]
     conll = 0
+    multi = False  # a token of more than one char: one label per word
     for t in sample:
         parts = _split_char_line(t)
-        if len(parts) == 2 and len(parts[0]) == 1 and shape.match(parts[1].strip()):
-            conll += 1
-    if conll >= half:
-        return "conll"
+        if len(parts) == 2 and shape.match(parts[1].strip()) and parts[0] != "-DOCSTART-":
+            if len(parts[0]) == 1 or task != "cws":
+                conll += 1
+                multi |= len(parts[0]) > 1
+    if conll >= half or any(t.startswith("-DOCSTART-") for t in sample):
+        return "conll-word" if multi else "conll"
     if task == "pos":
+        rows = [t.split("\t") for t in sample if not t.startswith("#")]
+        if rows and any(len(r) == 10 and _CONLLU_ID.match(r[0]) for r in rows):
+            return "conllu"
+        words = [_split_char_line(t)[0] for t in sample if t.strip()]
         if sum(t.count("\t") == 1 for t in sample) >= half:
-            return "word-tab"
+            return "word-tab" if _has_cjk(words) else "conll-word"
         if sum(all(_SLASH_TOKEN.match(tok) for tok in t.split()) for t in sample) >= half:
             return "word-slash"
+        if sum(len(t.split()) == 2 for t in sample) >= half and not _has_cjk(words):
+            return "conll-word"
     if task == "cws":
-        multi = [t for t in sample if len(t.strip()) >= 2]
-        if multi and sum(any(c.isspace() for c in t.strip()) for t in multi) >= len(multi) / 2:
+        multi_lines = [t for t in sample if len(t.strip()) >= 2]
+        if multi_lines and sum(any(c.isspace() for c in t.strip()) for t in multi_lines) >= len(multi_lines) / 2:
             return "sighan"
     return "raw"
 
@@ -178,7 +229,8 @@ def _read_conll(path: Path, check: _LabelChecker, source: str) -> Iterator[Tagge
         ch, lab = parts
         if len(ch) != 1:
             raise ZenError(f"{where(path, lineno)}: expected one character in column 1 of a char-level "
-                           f"file, got {show(ch)} ({len(ch)} chars)")
+                           f"file, got {show(ch)} ({len(ch)} chars); for one label per word pass "
+                           f"--format conll-word")
         if not chars:
             start = lineno
         chars.append(ch)
@@ -259,9 +311,83 @@ def _read_word_tab(path: Path, source: str) -> Iterator[TaggedSentence]:
         yield TaggedSentence(chars, labels, source, start)
 
 
+def _read_conll_word(path: Path, check: _LabelChecker, source: str) -> Iterator[TaggedSentence]:
+    words: list[str] = []
+    labels: list[str] = []
+    start = 0
+    for lineno, text in iter_lines(path):
+        if not text.strip() and "\t" not in text:
+            if words:
+                yield TaggedSentence(words, labels, source, start, "word")
+                words, labels = [], []
+            continue
+        parts = _split_char_line(text)
+        if parts[0] == "-DOCSTART-":
+            continue
+        if len(parts) != 2 or not parts[0].strip():
+            raise ZenError(f"{where(path, lineno)}: expected 2 columns word<TAB>label (or word label), got "
+                           f"{len(parts)} in {show(text)}")
+        if not words:
+            start = lineno
+        words.append(parts[0].strip())
+        labels.append(check(parts[1].strip(), lineno))
+    if words:
+        yield TaggedSentence(words, labels, source, start, "word")
+
+
+def _read_word_slash_words(path: Path, check: _LabelChecker, source: str) -> Iterator[TaggedSentence]:
+    for lineno, text in iter_lines(path):
+        words: list[str] = []
+        labels: list[str] = []
+        for tok in text.split():
+            word, slash, tag = tok.rpartition("/")
+            if not slash or not word or not tag:
+                raise ZenError(f"{where(path, lineno)}: token {show(tok)}: expected word/TAG with a non-empty word "
+                               f"and tag")
+            words.append(word)
+            labels.append(check(tag, lineno))
+        yield TaggedSentence(words, labels, source, lineno, "word")
+
+
+def _read_conllu(path: Path, check: _LabelChecker, source: str) -> Iterator[TaggedSentence]:
+    words: list[str] = []
+    labels: list[str] = []
+    start = 0
+    for lineno, text in iter_lines(path):
+        if not text.strip():
+            if words:
+                yield TaggedSentence(words, labels, source, start, "word")
+                words, labels = [], []
+            continue
+        if text.startswith("#"):
+            continue
+        cols = text.split("\t")
+        if len(cols) != 10 or not _CONLLU_ID.match(cols[0]):
+            raise ZenError(f"{where(path, lineno)}: expected 10 TAB-separated CoNLL-U columns starting with a word "
+                           f"id (ID FORM LEMMA UPOS XPOS …), got {len(cols)} in {show(text)}")
+        if not cols[0].isdigit():
+            continue  # a multi-word token (1-2) or an empty node (1.1): its words have their own lines
+        tag = cols[3] if cols[3] != "_" else cols[4]
+        if not cols[1] or tag == "_":
+            raise ZenError(f"{where(path, lineno)}: word {cols[0]} has no form or no tag (UPOS and XPOS are both '_')")
+        if not words:
+            start = lineno
+        words.append(cols[1])
+        labels.append(check(tag, lineno))
+    if words:
+        yield TaggedSentence(words, labels, source, start, "word")
+
+
 def _read_raw(path: Path, source: str) -> Iterator[TaggedSentence]:
     for lineno, text in iter_lines(path):
         yield TaggedSentence(list(text), None, source, lineno)
+
+
+def check_word_tag(label: str) -> str:
+    """A word-level POS tag: any non-empty tag without white space (`NOUN`, `DET+NOUN`, `N------S1D`)."""
+    if not label or any(c.isspace() for c in label):
+        raise ValueError(f"expected a POS tag without white space, got {label!r}")
+    return label
 
 
 def read_tagging(path: str | Path, task: str, fmt: str = "auto") -> tuple[list[TaggedSentence], ReadInfo]:
@@ -273,20 +399,60 @@ def read_tagging(path: str | Path, task: str, fmt: str = "auto") -> tuple[list[T
     if fmt == "auto":
         fmt = detect_tagging_format(p, task)
     source = str(p)
+    word_slash = fmt == "word-slash" and not _has_cjk([t for _, t in sample_lines(p)])
+    level = "word" if fmt in ("conll-word", "conllu") or word_slash else "char"
     checker = _LabelChecker(p, task)
+    if level == "word" and task == "pos":
+        checker.check = check_word_tag
     readers: dict[str, Callable[[], Iterator[TaggedSentence]]] = {
         "conll": lambda: _read_conll(p, checker, source),
+        "conll-word": lambda: _read_conll_word(p, checker, source),
+        "conllu": lambda: _read_conllu(p, checker, source),
         "x02": lambda: _read_x02(p, checker, source),
         "sighan": lambda: _read_sighan(p, source),
-        "word-slash": lambda: _read_word_slash(p, source),
+        "word-slash": lambda: (_read_word_slash_words(p, checker, source) if word_slash
+                               else _read_word_slash(p, source)),
         "word-tab": lambda: _read_word_tab(p, source),
         "raw": lambda: _read_raw(p, source),
     }
     with gc_paused():
         sentences = list(readers[fmt]())
-        info = ReadInfo(path=source, task=task, format=fmt, examples=len(sentences), labelled=fmt != "raw")
+        info = ReadInfo(path=source, task=task, format=fmt, examples=len(sentences), labelled=fmt != "raw",
+                        level=level)
+        if level == "word" and task == "ner":
+            _iob1_to_iob2(sentences, info)
         _summarise(sentences, info, checker)
     return sentences, info
+
+
+def _iob1_to_iob2(sentences: list[TaggedSentence], info: ReadInfo) -> None:
+    """An IOB1 file (entities start with `I-X`; `B-X` only where an entity follows one of the same type)
+    is relabelled in IOB2: the same entities as conlleval reads them in either. Files with any other
+    scheme are left alone."""
+    prefixes = {lab.split("-", 1)[0] for s in sentences for lab in (s.labels or [])}
+    if not prefixes <= {"O", "B", "I"}:
+        return
+    starts_with_i = b_after_other = 0
+    for s in sentences:
+        prev = "O"
+        for lab in s.labels or []:
+            if lab.startswith("I-") and (prev == "O" or prev[2:] != lab[2:]):
+                starts_with_i += 1
+            elif lab.startswith("B-") and (prev == "O" or prev[2:] != lab[2:]):
+                b_after_other += 1
+            prev = lab
+    if not starts_with_i or b_after_other:
+        return  # IOB2 (entities start with B-), or a mixture neither reading fits: kept as written
+    for s in sentences:
+        assert s.labels is not None
+        prev = "O"
+        out = []
+        for lab in s.labels:
+            out.append("B-" + lab[2:] if lab.startswith("I-") and (prev == "O" or prev[2:] != lab[2:]) else lab)
+            prev = lab
+        s.labels = out
+    info.notes.append(f"read as IOB1 ({starts_with_i} entities start with I-) and relabelled in IOB2 "
+                      f"(the same entities)")
 
 
 def _summarise(sentences: list[TaggedSentence], info: ReadInfo, checker: _LabelChecker) -> None:
@@ -299,6 +465,10 @@ def _summarise(sentences: list[TaggedSentence], info: ReadInfo, checker: _LabelC
     info.label_counts = dict(sorted(counts.items()))
     if not info.labelled:
         return
+    if info.level == "word":
+        info.words = info.tokens
+        if info.task == "pos":
+            return  # one tag per word: no scheme
     if info.task == "ner":
         try:
             info.scheme = detect_scheme(counts)
