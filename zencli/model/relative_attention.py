@@ -32,6 +32,7 @@ into a [B,A,L,L] additive bias as a strided view.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -65,13 +66,17 @@ def skew(by_offset: torch.Tensor) -> torch.Tensor:
     return t.as_strided((*t.shape[:-1], L), (*t.stride()[:-2], W - 1, 1), t.storage_offset() + L - 1)
 
 
-def rotation_tables(length: int, dim: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+@functools.lru_cache(maxsize=32)
+def rotation_tables(length: int, dim: int, device: torch.device | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """cos(i·ω_j), sin(i·ω_j) for positions i = 0 … L−1 and the released ω_j (float32 values, as in
-    `relative_sinusoid`): two [L, dim/2] float32 tables, computed in float64."""
+    `relative_sinusoid`): two [L, dim/2] float32 tables, computed in float64, and the key sinusoid
+    K' = [sin | cos] [L, dim]. Cached: every layer of every step asks for the same few lengths (read only)."""
     half = dim // 2
     omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
     angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * omega.double()[None, :]
-    return angles.cos().float(), angles.sin().float()
+    cos, sin = angles.cos().float(), angles.sin().float()
+    return cos, sin, torch.cat([sin, cos], dim=1)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -109,9 +114,9 @@ class RelativeSelfAttention(nn.Module):
         positional = q + self.r_w_bias.to(q.dtype)[:, None, :]  # Q+v
         dropout_p = self.dropout_p if self.training else 0.0
         if self.r_proj is None:
-            cos, sin = rotation_tables(L, self.head_size, x.device)  # [L,d/2] each
+            cos, sin, key = rotation_tables(L, self.head_size, x.device)  # [L,d/2], [L,d/2], K' [L,d]
             ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, cos.to(q.dtype), sin.to(q.dtype)),
-                         rel_k=torch.cat([sin, cos], dim=1))  # K' [L,d]
+                         rel_k=key)
         else:
             R = self.position_table(L, x.device).to(q.dtype)
             by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)), R.transpose(-1, -2))  # [B,A,L,2L−1]
