@@ -1,7 +1,11 @@
 """Data parallelism on CPU (gloo): 2 processes started by launch_local train what 1 process does, only rank 0
 writes, a checkpoint resumes on another process count, a failing process ends the run at once; the
 collectives pad unequal sparse gradients; and the CUDA/NCCL set-up (device per LOCAL_RANK, set_device before
-the group, device_id, timeouts, GPU counts) checked with torch's CUDA and process-group calls stubbed."""
+the group, device_id, timeouts, GPU counts) checked with torch's CUDA and process-group calls stubbed.
+
+On a machine with 2 or more GPUs, `ZEN_TEST_DDP_DEVICE=cuda pytest tests/test_train_ddp.py` runs the same
+multi-process tests on GPUs with NCCL.
+"""
 
 import json
 import os
@@ -21,12 +25,15 @@ from zencli.train.checkpoint import load_checkpoint
 from zencli.train.distributed import launch_local
 
 ROOT = Path(__file__).resolve().parents[1]
+DEVICE = os.environ.get("ZEN_TEST_DDP_DEVICE", "cpu")  # cuda: the processes train on GPUs 0 and 1 with NCCL
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed missing")
+needs_two = pytest.mark.skipif(DEVICE == "cuda" and (not torch.cuda.is_available() or torch.cuda.device_count() < 2),
+                               reason="ZEN_TEST_DDP_DEVICE=cuda needs 2 GPUs")  # on CPU: always run
 
 # The tiny LM of tests.test_train_fixtures: a row-sparse embedding table (synced by average_sparse_grads)
 # and dense layers (synced by DDP); a deterministic loss, no dropout, 6 steps of a global batch of 8.
 SCRIPT = [sys.executable, "-m", "tests.test_train_fixtures", "--plain", "--dropout", "0", "--max-steps", "6",
-          "--save-every", "3", "--batch-size", "8"]
+          "--save-every", "3", "--batch-size", "8", "--device", DEVICE]
 # Why a tolerance and not equality: DDP sums each gradient bucket over the ranks (the order is gloo's or
 # NCCL's: ring, tree), the sparse rows are summed in gather order, and the logged loss is a mean of
 # per-process means; one process accumulates in its own order. In fp32 that moves the last bits
@@ -58,6 +65,8 @@ def _assert_same_weights(a: dict, b: dict) -> None:
 def runs(tmp_path_factory) -> Path:
     """tmp/one: 1 process, micro-batch 8. tmp/two: 2 processes × grad_accum 2 × micro-batch 2, each
     logging its writes under tmp/audit. Both: global batch 8, checkpoints at steps 3 and 6."""
+    if DEVICE == "cuda" and (not torch.cuda.is_available() or torch.cuda.device_count() < 2):
+        pytest.skip("ZEN_TEST_DDP_DEVICE=cuda needs 2 GPUs")
     tmp = tmp_path_factory.mktemp("ddp")
     single = subprocess.Popen(SCRIPT + [str(tmp / "one")], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
@@ -114,6 +123,7 @@ def test_a_checkpoint_resumes_on_another_process_count(runs):
     assert len(losses) == 6 and all(abs(a - m["loss"]) < LOSS_ATOL for a, m in zip(losses, _metrics(runs / "one")))
 
 
+@needs_two
 def test_a_failing_process_ends_the_run_at_once(tmp_path):
     # Rank 1 fails in its third micro-batch while rank 0 goes on into DDP's all-reduce. Rank 1 must not
     # wait in a barrier (that hung until gloo's 30-minute timeout): it closes its connections and exits,
@@ -141,25 +151,27 @@ def _collectives(rank: int, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", RANK=str(rank),
                       LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
-    ctx = D.setup("cpu")
+    ctx = D.setup(DEVICE)
+    dev = ctx.device
     try:
         # A [5, 3] table: rank 0 touched rows 1, 3 (3 twice), rank 1 touched nothing; a [4, 2] table: rank 0
         # row 0, rank 1 rows 0, 2; a dense [2] gradient; a [3, 2] table nobody touched. NCCL gathers equal
         # sizes only: padding is exercised.
-        a, b, c, d = (torch.nn.Parameter(torch.zeros(*s)) for s in ((5, 3), (4, 2), (2,), (3, 2)))
+        a, b, c, d = (torch.nn.Parameter(torch.zeros(*s, device=dev)) for s in ((5, 3), (4, 2), (2,), (3, 2)))
         if rank == 0:
-            a.grad = torch.sparse_coo_tensor([[1, 3, 3]], [[1.0, 2, 3], [4, 5, 6], [1, 1, 1]], (5, 3))
-            b.grad = torch.sparse_coo_tensor([[0]], [[2.0, 4]], (4, 2))
+            a.grad = torch.sparse_coo_tensor([[1, 3, 3]], [[1.0, 2, 3], [4, 5, 6], [1, 1, 1]], (5, 3), device=dev)
+            b.grad = torch.sparse_coo_tensor([[0]], [[2.0, 4]], (4, 2), device=dev)
         else:
-            b.grad = torch.sparse_coo_tensor([[0, 2]], [[4.0, 2], [6, 8]], (4, 2))
-        c.grad = torch.tensor([1.0, 2.0]) * (rank + 1)
+            b.grad = torch.sparse_coo_tensor([[0, 2]], [[4.0, 2], [6, 8]], (4, 2), device=dev)
+        c.grad = torch.tensor([1.0, 2.0], device=dev) * (rank + 1)
         D.average_sparse_grads([a, b, c, d], ctx.world_size)
         result = {
             "a": a.grad.to_dense().tolist(), "a_rows": a.grad.indices()[0].tolist(),
             "b": b.grad.to_dense().tolist(), "c": c.grad.tolist(), "d": [d.grad.is_sparse, d.grad._nnz()],
             "gathered": D.gather_objects({"rank": rank}, ctx),
             "broadcast": D.broadcast_object(f"from {rank}", ctx),
-            "sum": D.all_reduce_sum(torch.tensor([rank + 1.0], dtype=torch.float64), ctx).tolist(),
+            "sum": D.all_reduce_sum(torch.tensor([rank + 1.0], dtype=torch.float64, device=dev), ctx).tolist(),
+            "cpu_sum": D.all_reduce_sum(torch.tensor([rank + 2]), ctx).tolist(),  # the control group on GPUs
             "control_backend": dist.get_backend(ctx.control),
         }
         D.barrier(ctx)
@@ -168,6 +180,7 @@ def _collectives(rank: int, port: int, out: str) -> None:
         D.teardown(ctx)
 
 
+@needs_two
 def test_collectives_average_unequal_sparse_gradients_and_move_objects(tmp_path):
     import torch.multiprocessing as mp
 
@@ -180,7 +193,7 @@ def test_collectives_average_unequal_sparse_gradients_and_move_objects(tmp_path)
     assert got["b"] == [[3, 3], [0, 0], [3, 4], [0, 0]]
     assert got["c"] == [1.5, 3.0] and got["d"] == [True, 0]
     assert got["gathered"] == [{"rank": 0}, {"rank": 1}] and got["broadcast"] == "from 0"
-    assert got["sum"] == [3.0] and got["control_backend"] == "gloo"
+    assert got["sum"] == [3.0] and got["cpu_sum"] == [5] and got["control_backend"] == "gloo"
 
 
 # --- CUDA / NCCL set-up, with torch's CUDA and process-group calls stubbed ---------------------------------

@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sparse", type=int, default=1)
     ap.add_argument("--plain", action="store_true", help="deterministic loss (no random target masking)")
     ap.add_argument("--fail", default=None, help="RANK:N — that process raises a ZenError in its N-th micro-batch")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="train.device (cuda: nccl for DDP)")
     ap.add_argument("--progress", action="store_true", help="show the loop's progress display and notes (stderr)")
     ap.add_argument("--audit", type=Path, default=None, help="log OUT's writes to AUDIT/rank-R.txt (audit_writes)")
     args = ap.parse_args(argv)
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         return plain_loss(model, batch) if args.plain else lm_loss(model, batch)
 
     settings = TrainSettings(lr=3e-3, warmup_steps=3, max_steps=args.max_steps, batch_size=args.batch_size,
-                             grad_accum=args.grad_accum, precision="fp32", device="cpu", seed=7,
+                             grad_accum=args.grad_accum, precision="fp32", device=args.device, seed=7,
                              save_every=args.save_every, keep_last=2, log_every=1, output_dir=args.out,
                              tensorboard=False, sparse_embeddings=bool(args.sparse), weight_decay=0.01)
     model = build(dropout=args.dropout)
