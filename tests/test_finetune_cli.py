@@ -29,6 +29,7 @@ from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
 from zencli.tasks.base import task_names
 from zencli.tasks.model import load_task_model
+from zencli.train.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -197,6 +198,31 @@ def test_a_second_invocation_resumes_from_the_checkpoint(tmp_path):
     msg = error("--task", "cws", "--train", str(tmp_path / "cws.txt"), "-o", str(out), "--max-steps", "6",
                 "--vocab", str(VOCAB), "--ngram", str(NGRAM), *_sets(TINY), "--lr", "0.5")
     assert "different run" in msg and "--overwrite" in msg
+
+
+def test_two_processes_with_nproc_write_from_rank_0_and_resume_with_one(tmp_path, monkeypatch):
+    from tests.test_pretrain_cli import audit_nproc_writes
+
+    audit = audit_nproc_writes(tmp_path, tmp_path / "run", monkeypatch)
+    args = ["--set", "train.save_every=2", "--set", "train.keep_last=5"]
+    _, out = finetune(tmp_path, "cws", "--nproc", "2", *args)  # batch 4: 2 processes × 2
+    assert [e["step"] for e in records(out, "eval")] == [2, 4, 6]  # rank 0 evaluated, the other waited
+    assert {"dev_scores.json", "test_scores.json", "model.safetensors"} <= {p.name for p in (out / "model").iterdir()}
+    assert load_checkpoint(out / "checkpoints" / "step-00000006.pt")["world_size"] == 2
+    assert (audit / "rank-1.txt").read_text(encoding="utf-8") == ""  # rank 1 wrote nothing
+    rank0 = (audit / "rank-0.txt").read_text(encoding="utf-8")
+    assert all(name in rank0 for name in ("step-00000006.pt", "best.pt", "model.safetensors", "dev_scores.json"))
+    # Continue with one process from the step-2 checkpoint: a note about the random streams, not a crash.
+    for name in ("step-00000004.pt", "step-00000006.pt"):
+        (out / "checkpoints" / name).unlink()
+    data = tmp_path / "cws.txt"
+    r = runner.invoke(app, ["finetune", "--task", "cws", "--train", str(data), "--dev", str(data), "-o", str(out),
+                            "--max-steps", "6", "--vocab", str(VOCAB), "--ngram", str(NGRAM), *_sets(TINY), *args],
+                      catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "resumed at step 2" in r.output
+    assert "resuming a 2-process checkpoint with 1 processes" in " ".join(r.output.split())
+    assert load_checkpoint(out / "checkpoints" / "step-00000006.pt")["world_size"] == 1
 
 
 def test_same_seed_same_model_other_seed_other_model(tmp_path):

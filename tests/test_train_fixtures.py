@@ -70,6 +70,38 @@ def plain_loss(model: nn.Module, ids: torch.Tensor):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), (ids[:, 1:] % 50).reshape(-1)), {}, ids.numel()
 
 
+WRITE_EVENTS = ("os.rename", "os.remove", "os.mkdir", "os.rmdir", "shutil.copyfile", "shutil.rmtree")
+
+
+def audit_writes(root: Path, log: Path) -> None:
+    """Append to `log` every file this process opens for writing, renames, copies or removes under `root`
+    (a `sys.addaudithook`; `log` is created now, so an empty one proves the hook ran)."""
+    root_s = str(Path(root).resolve())
+    log = Path(log)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("", encoding="utf-8")
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = args
+            if not (isinstance(mode, str) and set(mode) & set("wax+")) and not (mode is None and flags & writing_flags):
+                return
+            paths = [path]
+        elif event in WRITE_EVENTS:
+            paths = list(args[:2]) if event in ("os.rename", "shutil.copyfile") else [args[0]]
+        else:
+            return
+        for path in paths:
+            if isinstance(path, (str, bytes, os.PathLike)):
+                text = os.fsdecode(path)
+                if os.path.abspath(text).startswith(root_s):
+                    with open(log, "a", encoding="utf-8") as f:  # outside root: the hook ignores it
+                        f.write(f"{event} {text}\n")
+
+    sys.addaudithook(hook)
+
+
 def build(seed: int = 0, dropout: float = 0.1) -> TinyLM:
     torch.manual_seed(seed)
     return TinyLM(dropout=dropout)
@@ -88,21 +120,36 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sleep", type=float, default=0.0, help="seconds per micro-batch (to kill mid-run)")
     ap.add_argument("--sparse", type=int, default=1)
     ap.add_argument("--plain", action="store_true", help="deterministic loss (no random target masking)")
+    ap.add_argument("--fail", default=None, help="RANK:N — that process raises a ZenError in its N-th micro-batch")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="train.device (cuda: nccl for DDP)")
+    ap.add_argument("--progress", action="store_true", help="show the loop's progress display and notes (stderr)")
+    ap.add_argument("--audit", type=Path, default=None, help="log OUT's writes to AUDIT/rank-R.txt (audit_writes)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    rank = int(os.environ.get("RANK", "0"))
+    if args.audit is not None:
+        audit_writes(args.out, args.audit / f"rank-{rank}.txt")
+    fail_rank, fail_at = map(int, args.fail.split(":")) if args.fail else (-1, 0)
+    calls = [0]
 
     def loss_fn(model, batch):
+        calls[0] += 1
+        if rank == fail_rank and calls[0] == fail_at:
+            from zencli.errors import ZenError
+
+            raise ZenError(f"made-up failure in micro-batch {fail_at} of rank {rank}")
         if args.sleep:
             time.sleep(args.sleep)
         return plain_loss(model, batch) if args.plain else lm_loss(model, batch)
 
     settings = TrainSettings(lr=3e-3, warmup_steps=3, max_steps=args.max_steps, batch_size=args.batch_size,
-                             grad_accum=args.grad_accum, precision="fp32", device="cpu", seed=7,
+                             grad_accum=args.grad_accum, precision="fp32", device=args.device, seed=7,
                              save_every=args.save_every, keep_last=2, log_every=1, output_dir=args.out,
                              tensorboard=False, sparse_embeddings=bool(args.sparse), weight_decay=0.01)
     model = build(dropout=args.dropout)
-    result = train(model, loss_fn, IndexedBatches(make_examples(), collate, seed=3), settings, show_progress=False)
-    if int(os.environ.get("RANK", "0")) == 0:
+    result = train(model, loss_fn, IndexedBatches(make_examples(), collate, seed=3), settings,
+                   show_progress=args.progress)
+    if rank == 0:
         print(json.dumps({"start_step": result.start_step, "step": result.step}))
 
 

@@ -96,7 +96,8 @@ def finetune(
     max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Train for at most this many "
                                                 "minutes: the step count and schedule are fitted to it."),
     workdir: Optional[Path] = WORKDIR_OPTION,
-    nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP)."),
+    nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; one GPU "
+                               "each on CUDA; train.batch_size stays the global batch). Or use torchrun."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Fine-tune on a task: CWS / POS / NER and more, from scratch or from a pretrained model.
@@ -132,8 +133,10 @@ def finetune(
         cfg = build_config(recipe, overrides, options)
     if model is not None:
         _use_model_files(cfg, vocab, ngram)
-    if nproc > 1 and not os.environ.get("WORLD_SIZE"):
-        _launch(cfg, nproc, to_dict)
+    from zencli.train.distributed import launches
+
+    if launches(nproc, cfg.train.device):
+        _launch(cfg, nproc, quiet, to_dict)
         return
     from zencli.tasks.finetune import run_finetune
 
@@ -152,7 +155,7 @@ def _use_model_files(cfg, vocab: Optional[Path], ngram: Optional[Path]) -> None:
         cfg.model.ngram = None
 
 
-def _launch(cfg, nproc: int, to_dict) -> None:
+def _launch(cfg, nproc: int, quiet: bool, to_dict) -> None:
     """Start `nproc` processes running this recipe (written to the output directory)."""
     import yaml
 
@@ -162,7 +165,8 @@ def _launch(cfg, nproc: int, to_dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "recipe.yaml"
     path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    code = launch_local(nproc, python_module_command("finetune", "--recipe", str(path)))
+    args = ["finetune", "--recipe", str(path), *(["--quiet"] if quiet else [])]
+    code = launch_local(nproc, python_module_command(*args))
     if code:
         raise ZenError(f"finetune: a training process exited with status {code}")
 

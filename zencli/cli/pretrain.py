@@ -52,7 +52,8 @@ def pretrain(
     output: Path | None = typer.Option(None, "--output", "-o", help="Output directory (train.output_dir): "
                                           "data, checkpoints, metrics.jsonl, model/, results.json."),
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; gloo on CPU, "
-                              "nccl on GPUs). Or start `torchrun --nproc-per-node N -m zencli pretrain …`."),
+                              "nccl on GPUs: one GPU each). train.batch_size stays the global batch. Or start "
+                              "`torchrun --nproc-per-node N -m zencli pretrain …` (also across machines)."),
     resume: str | None = typer.Option(None, "--resume", help="auto (default: continue from the output "
                                          "directory's newest checkpoint), never, or a checkpoint file (*.pt)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete this command's earlier outputs in the "
@@ -87,14 +88,14 @@ def pretrain(
                        "lexicon; here those name the run (set its output with --output)")
     else:
         cfg = build_config(recipe, overrides, options)
-    if nproc < 1:
-        raise ZenError(f"--nproc: expected an integer >= 1, got {nproc}")
     if overwrite and cfg.train.resume not in ("auto", "never"):
         ckpt = Path(cfg.train.resume).resolve()
         if Path(cfg.train.output_dir).resolve() in ckpt.parents:
             raise ZenError(f"--overwrite would delete the checkpoint given to --resume ({cfg.train.resume}); "
                            "use one or the other")
-    if nproc > 1 and not os.environ.get("WORLD_SIZE"):
+    from zencli.train.distributed import launches
+
+    if launches(nproc, cfg.train.device):
         _launch(cfg, nproc, quiet)
         return
     from zencli.tasks.pretraining import run_pretrain

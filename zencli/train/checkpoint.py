@@ -65,7 +65,10 @@ def rng_state() -> dict:
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+        # This process's GPU only (the current device: distributed.setup() selects GPU LOCAL_RANK). All
+        # devices' states would not restore on a machine with fewer GPUs, nor map to the right GPU when
+        # the ranks are spread over machines differently.
+        state["cuda"] = torch.cuda.get_rng_state()
     return state
 
 
@@ -76,8 +79,12 @@ def set_rng_state(state: dict) -> None:
     np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"],
                          npy["has_gauss"], npy["gauss"]))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if isinstance(cuda, list):  # written before: every device's state, indexed by device
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        cuda = cuda[index] if index < len(cuda) else None
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(cuda)
 
 
 def seed_everything(seed: int) -> None:

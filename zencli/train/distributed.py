@@ -2,10 +2,20 @@
 
 Two ways to run N processes:
 - `torchrun --nproc-per-node N -m zencli pretrain …` (any torchrun/SLURM setup that exports RANK,
-  WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), or
+  WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; across machines too), or
 - `launch_local(N, command)`, what `zen pretrain --nproc N` uses: it starts N copies of `command` on
   this machine with that environment, and stops them all when one fails.
-`setup()` reads the environment, joins the group (gloo on CPU, nccl on GPUs) and picks the device.
+`setup()` reads the environment, picks the device (on CUDA: GPU LOCAL_RANK of the visible ones, one
+GPU per process) and joins the group: gloo on CPU, nccl on GPUs.
+
+Two process groups, because NCCL only moves CUDA tensors and blocks the GPU stream while it waits:
+- the default group (nccl or gloo) carries the training collectives on the device's tensors: DDP's
+  gradient all-reduce, `average_sparse_grads`, `all_reduce_sum` of the logged metrics. Every rank is
+  in the same step there, so its timeout (`COLLECTIVE_TIMEOUT`) only has to cover a checkpoint write.
+- `ctx.control`, a gloo group on the CPU, carries everything else: Python objects (`broadcast_object`,
+  `gather_objects`), `barrier`, and CPU tensors on a GPU run. Those are the places where ranks wait
+  for rank 0 alone (evaluating, writing a model), which can take long (`WAIT_TIMEOUT`), and where a
+  GPU group would add a host-device sync for a few bytes.
 
 Gradients of dense parameters are averaged by DistributedDataParallel. Row-sparse embedding gradients
 are kept out of DDP (NCCL has no sparse all-reduce) and averaged by `average_sparse_grads`, which
@@ -14,6 +24,7 @@ gathers every process's touched rows — a few hundred rows instead of a whole t
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
 import socket
@@ -21,12 +32,19 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from zencli.errors import ZenError
+
+# Training collectives: all ranks arrive within a step, except while rank 0 writes a checkpoint (a base
+# model with its Adam moments is ~1.3 GB). torch's NCCL default (10 min) is tight on a slow disk.
+COLLECTIVE_TIMEOUT = timedelta(minutes=30)
+# Ranks waiting on the control group for rank 0 alone: evaluation, exporting the model, results.
+WAIT_TIMEOUT = timedelta(hours=24)
 
 
 @dataclass
@@ -37,6 +55,7 @@ class DistContext:
     device: torch.device
     backend: str | None  # None: single process
     owns_group: bool  # setup() created the process group (and teardown() will destroy it)
+    control: Any = None  # gloo group for objects, barriers and CPU tensors (None: single process)
 
     @property
     def is_main(self) -> bool:
@@ -57,38 +76,120 @@ def _env_int(name: str, default: int) -> int:
         raise ZenError(f"environment variable {name}: expected an integer, got {raw!r}") from None
 
 
+def _uses_cuda(device: str) -> bool:
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
+
+
+def _visible_gpus() -> str:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return f"{count} visible CUDA GPU(s)" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "")
+
+
+def cuda_device(local_rank: int) -> torch.device:
+    """GPU `local_rank` of the visible ones: one GPU per process, never two processes on one GPU."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ZenError("device: cuda requested but torch sees no CUDA GPU")
+    if not 0 <= local_rank < count:
+        raise ZenError(f"environment variable LOCAL_RANK: {local_rank}, but this machine has {_visible_gpus()}; "
+                       f"start at most {count} process(es) per machine (one per GPU)")
+    return torch.device("cuda", local_rank)
+
+
 def setup(device: str = "auto") -> DistContext:
     """Join the process group described by the environment (if any) and choose this process's device."""
     world = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)
     local_rank = _env_int("LOCAL_RANK", 0)
-    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
-    if use_cuda and not torch.cuda.is_available():
-        raise ZenError("device: cuda requested but torch sees no CUDA GPU")
-    dev = torch.device("cuda", local_rank % torch.cuda.device_count()) if use_cuda else torch.device("cpu")
+    use_cuda = _uses_cuda(device)
+    dev = cuda_device(local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
+        # Before the process group: NCCL's communicator, DDP and every tensor made without an explicit
+        # device then live on this process's GPU, not all on GPU 0.
         torch.cuda.set_device(dev)
-    if world <= 1:
-        return DistContext(0, 1, 0, dev, None, False)
-    backend = "nccl" if use_cuda else "gloo"
-    owns = not dist.is_initialized()
-    if owns:
+    if dist.is_initialized():  # a caller (or an earlier setup()) joined already: use its group
+        backend, owns = dist.get_backend(), False
+        rank, world = dist.get_rank(), dist.get_world_size()
+    elif world <= 1:
+        return DistContext(0, 1, local_rank, dev, None, False)
+    else:
+        if not 0 <= rank < world:
+            raise ZenError(f"environment variable RANK: expected 0 … {world - 1} (WORLD_SIZE {world}), got {rank}")
         for name in ("MASTER_ADDR", "MASTER_PORT"):
             if not os.environ.get(name):
                 raise ZenError(f"environment variable {name}: not set; start multi-process runs with "
                                "torchrun or `--nproc N`")
-        dist.init_process_group(backend=backend, rank=rank, world_size=world)
-    else:
-        backend = dist.get_backend()
-    return DistContext(rank, world, local_rank, dev, backend, owns)
+        backend, owns = ("nccl" if use_cuda else "gloo"), True
+        extra: dict[str, Any] = {}
+        if use_cuda and "device_id" in inspect.signature(dist.init_process_group).parameters:
+            extra["device_id"] = dev  # torch >= 2.3: NCCL binds to this GPU and connects now, not at the first use
+        dist.init_process_group(backend=backend, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT, **extra)
+    if world <= 1:
+        return DistContext(rank, world, local_rank, dev, backend, owns)
+    return DistContext(rank, world, local_rank, dev, backend, owns, _control_group())
+
+
+_control: tuple[Any, Any] | None = None  # (the default group it was made for, the gloo group)
+
+
+def _control_group() -> Any:
+    """The gloo group beside the default one (made once per default group; every rank calls this)."""
+    global _control
+    if _control is None or _control[0] is not dist.group.WORLD:
+        _control = (dist.group.WORLD, dist.new_group(backend="gloo", timeout=WAIT_TIMEOUT))
+    return _control[1]
 
 
 def teardown(ctx: DistContext) -> None:
-    if ctx.owns_group and dist.is_initialized():
-        # All ranks leave together: a rank that destroys the group while another is still in a final
-        # collective (rank 0 saving) can abort gloo's threads ("terminate called without an active exception").
-        dist.barrier()
-        dist.destroy_process_group()
+    """Leave the group setup() joined. Called from a `finally`: on an exception in flight it does not wait."""
+    global _control
+    if not (ctx.owns_group and dist.is_initialized()):
+        return
+    if sys.exc_info()[0] is not None:
+        # The other ranks may be anywhere, e.g. inside a collective this rank will never join: a barrier
+        # here would hang until the timeout. Closing the gloo connections makes ranks waiting on them fail
+        # at once; NCCL communicators are aborted when the process exits, and the launcher (launch_local,
+        # torchrun) stops the other processes as soon as this one has exited with an error.
+        if ctx.backend == "gloo":
+            dist.destroy_process_group()
+        elif ctx.control is not None:
+            dist.destroy_process_group(ctx.control)
+        _control = None
+        return
+    # All ranks leave together: a rank that destroys the group while another is still in a final
+    # collective (rank 0 saving) can abort gloo's threads ("terminate called without an active exception").
+    barrier(ctx)
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)  # no NCCL kernel of this process still running at destruction
+    dist.destroy_process_group()
+    _control = None
+
+
+def launches(nproc: int, device: str) -> bool:
+    """`--nproc N` of a training command: True when this command must start N processes here.
+
+    False for N = 1 and inside a group a launcher started (torchrun, or the processes `--nproc` starts,
+    which run without it). One-line errors: N < 1, N > 1 inside such a group, and on a CUDA run N larger
+    than the visible GPUs (one process per GPU; CUDA_VISIBLE_DEVICES chooses them)."""
+    if nproc < 1:
+        raise ZenError(f"--nproc: expected an integer >= 1, got {nproc}")
+    world = os.environ.get("WORLD_SIZE")
+    if world:
+        if nproc > 1:
+            raise ZenError(f"--nproc {nproc}: this command already runs as one of {world} processes of a launcher "
+                           f"(WORLD_SIZE={world}); set the process count with the launcher (torchrun --nproc-per-node) "
+                           "and drop --nproc")
+        return False
+    if nproc == 1:
+        return False
+    if _uses_cuda(device):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if nproc > count:
+            raise ZenError(f"--nproc {nproc}: a CUDA run uses one GPU per process and this machine has "
+                           f"{_visible_gpus()}; use --nproc {count} or fewer" if count else
+                           f"--nproc {nproc}: device cuda requested but torch sees no CUDA GPU")
+    return True
 
 
 def free_port() -> int:
@@ -156,69 +257,89 @@ def wrap_ddp(model: torch.nn.Module, ctx: DistContext, sparse_param_names: list[
         for name in sparse_param_names:
             dist.broadcast(params[name].data, src=0)
     device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids,
+    # broadcast_buffers off: the models' buffers are constants (CRF transition masks, CHTE taps), so
+    # re-sending rank 0's copy before every forward would only add a collective per micro-batch.
+    return DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False,
                                    find_unused_parameters=find_unused_parameters)
 
 
 @torch.no_grad()
 def average_sparse_grads(params: list[torch.nn.Parameter], world_size: int) -> None:
-    """Replace each parameter's gradient by the mean over processes (sparse or dense gradients)."""
+    """Replace each parameter's gradient by the mean over processes (sparse or dense gradients).
+
+    A sparse gradient's touched rows differ in number between processes, and NCCL gathers only tensors
+    of one size: every process pads its rows to the largest count (one all-gather of all the tables'
+    counts, one host sync per step), gathers, and drops the padding."""
+    sparse: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     for p in params:
         g = p.grad
-        if g is None:
-            g = torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64, device=p.device),
-                                        torch.zeros(0, *p.shape[1:], dtype=p.dtype, device=p.device),
-                                        p.shape)
-        if not g.is_sparse:
+        if g is not None and not g.is_sparse:
             dist.all_reduce(g)
             p.grad = g.div_(world_size)
             continue
-        g = g.coalesce()
+        if g is None:  # no row touched here: an empty sparse gradient, so the collectives still match
+            g = torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.int64, device=p.device),
+                                        torch.zeros(0, *p.shape[1:], dtype=p.dtype, device=p.device), p.shape,
+                                        check_invariants=False)
+        sparse.append((p, g.coalesce()))
+    if not sparse:
+        return
+    device = sparse[0][0].device
+    count = torch.tensor([g.indices().shape[1] for _, g in sparse], dtype=torch.int64, device=device)  # [T]
+    counts = [torch.empty_like(count) for _ in range(world_size)]
+    dist.all_gather(counts, count)
+    per_rank = torch.stack(counts).tolist()  # [world][T]
+    for t, (p, g) in enumerate(sparse):
         rows, values = g.indices()[0], g.values()  # [k], [k, H]
-        count = torch.tensor([rows.numel()], device=p.device)
-        counts = [torch.zeros_like(count) for _ in range(world_size)]
-        dist.all_gather(counts, count)
-        counts_list = [int(c.item()) for c in counts]
-        longest = max(counts_list)
-        pad = longest - rows.numel()
+        sizes = [r[t] for r in per_rank]
+        if max(sizes) == 0:  # no process touched this table: keep the empty gradient, gather nothing
+            p.grad = g
+            continue
+        pad = max(sizes) - rows.numel()
         rows_p = torch.cat([rows, rows.new_zeros(pad)])
         values_p = torch.cat([values, values.new_zeros(pad, *values.shape[1:])])
         all_rows = [torch.empty_like(rows_p) for _ in range(world_size)]
         all_values = [torch.empty_like(values_p) for _ in range(world_size)]
         dist.all_gather(all_rows, rows_p)
         dist.all_gather(all_values, values_p)
-        rows_cat = torch.cat([r[:n] for r, n in zip(all_rows, counts_list)])
-        values_cat = torch.cat([v[:n] for v, n in zip(all_values, counts_list)])
-        p.grad = torch.sparse_coo_tensor(rows_cat.unsqueeze(0), values_cat / world_size, p.shape).coalesce()
+        rows_cat = torch.cat([r[:n] for r, n in zip(all_rows, sizes)])
+        values_cat = torch.cat([v[:n] for v, n in zip(all_values, sizes)])
+        # rows come from valid gradients: skip the invariant check (and torch's warning about skipping it)
+        p.grad = torch.sparse_coo_tensor(rows_cat.unsqueeze(0), values_cat / world_size, p.shape,
+                                         check_invariants=False).coalesce()
 
 
 def gather_objects(obj: Any, ctx: DistContext) -> list[Any]:
-    """Every process's `obj`, in rank order (on every process)."""
+    """Every process's `obj`, in rank order (on every process; through the CPU control group)."""
     if not ctx.distributed:
         return [obj]
     out: list[Any] = [None] * ctx.world_size
-    dist.all_gather_object(out, obj)
+    dist.all_gather_object(out, obj, group=ctx.control)
     return out
 
 
 def broadcast_object(obj: Any, ctx: DistContext) -> Any:
-    """Rank 0's `obj` on every process."""
+    """Rank 0's `obj` on every process (through the CPU control group: no GPU sync, long timeout)."""
     if not ctx.distributed:
         return obj
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=ctx.control)
     return box[0]
 
 
 def all_reduce_sum(t: torch.Tensor, ctx: DistContext) -> torch.Tensor:
+    """Sum `t` over processes in place: a device tensor on the default group, a CPU tensor on a GPU run
+    through the control group (NCCL moves CUDA tensors only)."""
     if ctx.distributed:
-        dist.all_reduce(t)
+        cpu_on_gpu_run = t.device.type == "cpu" and ctx.device.type != "cpu"
+        dist.all_reduce(t, group=ctx.control if cpu_on_gpu_run else None)
     return t
 
 
 def barrier(ctx: DistContext) -> None:
+    """Wait until every process got here (on the CPU control group: e.g. rank 0 finished writing)."""
     if ctx.distributed:
-        dist.barrier()
+        dist.barrier(group=ctx.control)
 
 
 def python_module_command(*args: str) -> list[str]:
