@@ -69,6 +69,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
@@ -410,8 +411,8 @@ class Variant:
             t.sparse = True
 
     def train_step(self, batch: dict[str, torch.Tensor], precision: str
-                   ) -> tuple[dict[str, tuple[float, float]], float]:
-        """{phase: (wall s, CPU s)} for fwd, bwd, opt, and the loss of one training step."""
+                   ) -> tuple[dict[str, tuple[float, float]], torch.Tensor]:
+        """{phase: (wall s, CPU s)} for fwd, bwd, opt, and the loss of one training step (a 0-d tensor)."""
         self._set_sparse()
         self.model.train()
         inputs = encoder_inputs(batch, self.has_ngrams)
@@ -427,7 +428,7 @@ class Variant:
             opt.step()
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
-        return {"fwd": fwd, "bwd": bwd, "opt": clock.lap()}, float(out.loss.detach())
+        return {"fwd": fwd, "bwd": bwd, "opt": clock.lap()}, out.loss.detach()
 
     def infer(self, batch: dict[str, torch.Tensor], precision: str) -> tuple[float, float]:
         """(wall s, CPU s) of one encoder forward in eval mode."""
@@ -491,7 +492,7 @@ def training_curve(size: ModelSize, steps: int, batches: list[dict[str, torch.Te
         losses, t = [], 0.0
         for i in range(steps):
             times, loss = v.train_step(batches[i % len(batches)], precision)
-            losses.append(loss)
+            losses.append(float(loss))
             t += sum(wall for wall, _ in times.values())
             advance(f"bf16 check: {precision} training")
         curves[precision], seconds[precision] = losses, t
@@ -553,6 +554,13 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
                     samples[c]["infer"][(v.name, p)].append(times[c])
             advance(f"{size.name}: inference")
 
+    dispatch = {}
+    for v, p in combos:  # one more (untimed) step each, counting what it dispatches
+        host = [st["step"] for opt in v.optimizers for st in opt.state.values() if torch.is_tensor(st.get("step"))]
+        with OpCounter(host) as counted:
+            v.train_step(batches[0], p)
+        dispatch[(v.name, p)] = {"ops_per_step": counted.ops, "host_syncs_per_step": counted.syncs}
+
     slots = statistics.fmean(computed_slots(b) for b in batches)
     masked = statistics.fmean(float((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in batches)
     rows = []
@@ -586,7 +594,7 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
                 row[f"{prefix}bf16_train_speedup"] = _ratio(t["step"][(v.name, "fp32")], t["step"][key])
                 if v.name != DENSE_VARIANT:
                     row[f"{prefix}bf16_infer_speedup"] = _ratio(t["infer"][(v.name, "fp32")], t["infer"][key])
-        row["train"].update({"gflop": train_flops / 1e9, "steps_timed": len(samples[0]["step"][key]),
+        row["train"].update({**dispatch[key], "gflop": train_flops / 1e9, "steps_timed": len(samples[0]["step"][key]),
                              "step_ms_per_round": [1e3 * x for x in samples[0]["step"][key]],
                              "cpu_step_ms_per_round": [1e3 * x for x in samples[1]["step"][key]]})
         if "infer" in row:
@@ -606,6 +614,26 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
     }
     del variants, built, combos
     return result
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops a piece of code dispatches — on a GPU each is (at least) one kernel launch, so
+    for small models this count bounds the step time — and among them the ones that need a value on the
+    host (`.item()`, `bool()`, data-dependent shapes): each of those would stall a GPU pipeline."""
+
+    SYNC_OPS = ("aten._local_scalar_dense", "aten.nonzero", "aten.is_nonzero", "aten.unique", "aten.masked_select")
+
+    def __init__(self, host_tensors: list[torch.Tensor] = ()) -> None:
+        super().__init__()
+        self.ops = 0
+        self.syncs = 0
+        self.host = {id(t) for t in host_tensors}  # kept on the host on a GPU too (optimizers' step counts)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        if str(func.overloadpacket) in self.SYNC_OPS and not (args and id(args[0]) in self.host):
+            self.syncs += 1
+        return func(*args, **(kwargs or {}))
 
 
 def ngram_matrix_ms(batches: list[dict[str, torch.Tensor]], repeats: int = 5) -> float:

@@ -86,7 +86,7 @@ def print_report(report: dict) -> None:
         t = Table(title=f"{head}: training step (ms)")
         cols = ["variant", "tok/s", "step", "fwd", "bwd", "opt", "opt/(f+b)", "× bert"]
         cols += [] if clock == "cpu" else ["× bert cpu"]
-        cols += ["GFLOP/s", "% peak", "bf16 ×"]
+        cols += ["GFLOP/s", "% peak", "bf16 ×", "ops", "syncs"]
         for c in cols:
             t.add_column(c, justify="left" if c == "variant" else "right", no_wrap=True)
         for r in res["rows"]:
@@ -97,7 +97,7 @@ def print_report(report: dict) -> None:
                      _fmt(r.get(pre + "train_ratio_vs_bert"))]
             cells += [] if clock == "cpu" else [_fmt(r.get("cpu_train_ratio_vs_bert"))]
             cells += [f"{tr[pre + 'gflops_per_s']:.0f}", f"{tr[pre + 'pct_of_gemm_peak']:.0f}",
-                      _fmt(r.get(pre + "bf16_train_speedup"))]
+                      _fmt(r.get(pre + "bf16_train_speedup")), str(tr["ops_per_step"]), str(tr["host_syncs_per_step"])]
             t.add_row(*cells)
         _say(t)
         t = Table(title=f"{head}: inference (encoder, eval, no grad)")
