@@ -160,3 +160,17 @@ def test_fused_attention_path_equals_the_cpu_path(with_position: bool) -> None:
     torch.testing.assert_close(outs[0][0], outs[1][0], atol=1e-12, rtol=1e-12)
     for a, b in zip(outs[0][1], outs[1][1]):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+def test_tables_cached_during_inference_serve_training() -> None:
+    """The rotation tables are cached per length: the first call may come from torch.inference_mode()
+    (prediction) and a later one from training, which must not see inference tensors."""
+    from zencli.model.relative_attention import rotation_tables
+
+    rotation_tables.cache_clear()
+    attn = make(False).train()
+    x = torch.randn(1, 11, 16)
+    with torch.inference_mode():
+        attn(x, torch.zeros(1, 1, 1, 11))
+    attn(x.requires_grad_(), torch.zeros(1, 1, 1, 11)).sum().backward()
+    assert x.grad is not None

@@ -72,11 +72,12 @@ def rotation_tables(length: int, dim: int, device: torch.device | None = None
     """cos(i·ω_j), sin(i·ω_j) for positions i = 0 … L−1 and the released ω_j (float32 values, as in
     `relative_sinusoid`): two [L, dim/2] float32 tables, computed in float64, and the key sinusoid
     K' = [sin | cos] [L, dim]. Cached: every layer of every step asks for the same few lengths (read only)."""
-    half = dim // 2
-    omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
-    angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * omega.double()[None, :]
-    cos, sin = angles.cos().float(), angles.sin().float()
-    return cos, sin, torch.cat([sin, cos], dim=1)
+    with torch.inference_mode(False):  # normal tensors: a cached table made in inference mode may serve training
+        half = dim // 2
+        omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
+        angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * omega.double()[None, :]
+        cos, sin = angles.cos().float(), angles.sin().float()
+        return cos, sin, torch.cat([sin, cos], dim=1)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
