@@ -93,16 +93,16 @@ def records(out):
 
 
 def test_training_fits_the_budget_and_decays_the_rate(tmp_path, clock):
-    # 6 s at 0.05 s a step; warm-up over half of max_steps: the plan keeps that share
+    # 6 s at 0.05 s a step; warm-up over half of the run: the plan keeps that share
     start = clock.now
-    _, result = run(tmp_path, loss_fn=timed_loss(clock, lambda n: 0.05), max_steps=1000, warmup_steps=500,
-                    max_minutes=0.1, save_every=0)
+    _, result = run(tmp_path, loss_fn=timed_loss(clock, lambda n: 0.05), max_steps=1000, warmup_steps=0,
+                    warmup_ratio=0.5, max_minutes=0.1, save_every=0)
     steps = B.CALIBRATION_STEPS + 1 + int((6.0 - (B.CALIBRATION_STEPS + 1) * 0.05) * B.MARGIN / 0.05)
     assert result.step == result.planned_steps == steps  # not 1,000
     assert clock.now - start <= 6.0
     lrs = [r["lr"] for r in records(tmp_path) if r["kind"] == "train"]
     assert max(lrs) == pytest.approx(3e-3, rel=0.05)  # warm-up scaled to the plan: the peak is reached
-    assert lrs[-1] == pytest.approx(3e-3 / (steps - round(500 * steps / 1000)))  # and decays to the end
+    assert lrs[-1] == pytest.approx(3e-3 / (steps - round(0.5 * steps)))  # and decays to the end
     state = load_checkpoint(result.checkpoint)
     assert state["budget"]["total_steps"] == steps and state["budget"]["fitted"]
 

@@ -6,7 +6,7 @@
     model: {encoder: zen2, pretrained: DIR | null, vocab, ngram, sizes, chte: {...}}   # ModelSection
     train: {lr: 5e-5, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
     epochs: 3          # when set, train.max_steps = ceil(epochs × training examples / batch_size)
-    warmup_ratio: 0.1  # when set, train.warmup_steps = round(warmup_ratio × max_steps)
+    warmup_ratio: 0.1  # when set, train.warmup_ratio (a share of the planned steps, also of a time budget's)
 
 Fine-tuning reads `train.eval_every: 0` as "once per epoch" when there is a dev file (the dev score is what
 picks the best checkpoint), and `train.best_metric: null` as the task's main score. This module imports

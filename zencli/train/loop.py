@@ -13,7 +13,7 @@
     result = train(model, loss_fn, data, TrainSettings(lr=1e-4, max_steps=1000, output_dir=Path("runs/x")))
 
 `train(model, loss_fn, data, settings, *, eval_fn=None, on_eval=None, fingerprint_extra=None,
-console=None, show_progress=True) -> TrainResult`
+console=None, show_progress=True, watch=None) -> TrainResult`
 
 - `loss_fn(model, batch) -> (loss, metrics, n_tokens)`: `loss` is the mean loss of the micro-batch (a
   0-d tensor to backpropagate); `metrics` maps names to a number or a 0-d tensor (averaged over
@@ -32,6 +32,10 @@ console=None, show_progress=True) -> TrainResult`
 - `fingerprint_extra`: plain data that must match for a checkpoint to be resumed (model config, data
   files, task). The fingerprint also covers the trajectory settings (`settings.FINGERPRINT_KEYS`), the
   resolved precision and every parameter's name and shape.
+- `watch`: a `BaselineWatch` (zencli.train.progress): once a share of the planned steps is done, a train
+  metric that has not moved clearly past its baseline (a pretraining's MLM loss still at the unigram
+  loss) gets a loud warning, a `{"kind": "warning"}` record in metrics.jsonl and an entry in
+  `TrainResult.warnings`.
 
 Each optimizer step: learning rate from the linear warm-up/decay schedule; `grad_accum` micro-batches
 (forward under autocast, backward; DDP syncs dense gradients on the last one, sparse embedding
@@ -39,12 +43,21 @@ gradients are averaged after it); unscale (fp16); clip the global norm; AdamW (d
 (row-sparse tables) step; zero gradients. Then, as due: log (rank 0: progress, metrics.jsonl,
 TensorBoard), evaluate, checkpoint (atomic, keep the last `keep_last`; always at the end).
 
+A step that neither logs, evaluates nor saves makes no host sync of its own (the loss function and a
+row-sparse table's gradient may): losses, metrics, token counts and gradient norms are summed where they
+are (device tensors on the device, Python numbers on the host) and read at the next log step. So a
+gradient norm that became inf/nan in bf16/fp32 is found before the next log, evaluation or checkpoint —
+never written into one — and the run stops there with an error naming the steps. fp16 checks every
+step instead: its grad scaler skips the overflowing updates (and syncs to do so anyway).
+
 With `ema_decay`, an exponential moving average of the weights follows every optimizer step
 (torch.optim.swa_utils.AveragedModel): evaluations score the average, best.pt holds it, checkpoints carry
 it for resuming, and `model` ends the run holding the averaged weights.
 
 With `max_minutes`, the run fits its step count and LR schedule into that wall-clock budget after timing
 its first steps, and stops at the budget at the latest (zencli.train.budget); `max_steps` is the cap.
+The warm-up follows `schedule.plan_warmup`: `warmup_steps` as given (shortened, with a note, only beyond
+half the fitted run), `warmup_ratio` as a share of the fitted steps (a note below `WARMUP_FLOOR`).
 
 Outputs in `output_dir`: run.json (resolved settings + fingerprint), metrics.jsonl, checkpoints/,
 tensorboard/. Resuming (`resume: auto`, the default) continues from the newest checkpoint there: model,
@@ -91,12 +104,13 @@ from zencli.train.data import ResumableBatches, to_device
 from zencli.train.optim import (
     build_optimizers,
     clip_grad_norm,
+    describe_optimizers,
     mark_sparse_embeddings,
     unmark_sparse_embeddings,
 )
 from zencli.train.precision import autocast, grad_scaler, resolve_precision
-from zencli.train.progress import MetricsLog, ProgressDisplay
-from zencli.train.schedule import LinearWarmupDecay
+from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
+from zencli.train.schedule import LinearWarmupDecay, plan_warmup
 from zencli.train.settings import TrainSettings
 
 LossFn = Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any], Any]]
@@ -120,12 +134,13 @@ class TrainResult:
     elapsed_s: float = 0.0
     tokens: int = 0  # tokens processed by this invocation, all processes
     planned_steps: int = 0  # max_steps, or the steps fitted into max_minutes
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # the "warning" records of this invocation
 
 
 def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: TrainSettings, *,
           eval_fn: EvalFn | None = None, on_eval: OnEval | None = None,
           fingerprint_extra: dict[str, Any] | None = None, console: Console | None = None,
-          show_progress: bool = True) -> TrainResult:
+          show_progress: bool = True, watch: BaselineWatch | None = None) -> TrainResult:
     """Train `model` in place; see the module docstring."""
     settings.validate()
     if not isinstance(data, ResumableBatches):
@@ -133,57 +148,80 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
     ctx = D.setup(settings.device)
     try:
         return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
-                        console, show_progress).run()
+                        console, show_progress, watch).run()
     finally:
         D.teardown(ctx)
 
 
+class _Sum:
+    """A running sum kept where its values are: tensors on their device (adding one is a kernel launch,
+    not a host sync), Python numbers on the host (no copy to the device per micro-batch)."""
+
+    __slots__ = ("device_sum", "host_sum")
+
+    def __init__(self) -> None:
+        self.device_sum: torch.Tensor | None = None
+        self.host_sum = 0.0
+
+    def add(self, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            if self.device_sum is None:
+                self.device_sum = torch.zeros((), dtype=torch.float64, device=value.device)
+            self.device_sum.add_(value.detach().to(self.device_sum.device))  # add_ casts to float64 itself
+        else:
+            self.host_sum += float(value)
+
+    def tensor(self, device: torch.device) -> torch.Tensor:
+        total = torch.tensor(self.host_sum, dtype=torch.float64, device=device)
+        return total if self.device_sum is None else total + self.device_sum.to(device)
+
+    def value(self) -> float:
+        """The sum as a number (a host sync when part of it is on a GPU)."""
+        return self.host_sum + (self.device_sum.item() if self.device_sum is not None else 0.0)
+
+
 class _Window:
-    """Sums over the micro-batches since the last log line, kept as device tensors until logged."""
+    """Sums over the micro-batches and steps since the last log line (read only when logging)."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.reset()
+    def __init__(self, first_step: int):
+        self.reset(first_step)
 
-    def reset(self) -> None:
-        self.loss = torch.zeros((), dtype=torch.float64, device=self.device)
+    def reset(self, first_step: int) -> None:
+        self.first_step = first_step  # the window's first optimizer step (1-based)
+        self.loss, self.tokens, self.grad_norm = _Sum(), _Sum(), _Sum()
         self.micro = 0
         self.steps = 0
-        self.tokens = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.grad_norm = 0.0
-        self.metrics: dict[str, list[torch.Tensor]] = {}
+        self.metrics: dict[str, tuple[_Sum, _Sum]] = {}
         self.start = time.perf_counter()
 
     def add_micro(self, loss: torch.Tensor, metrics: dict[str, Any], n_tokens: Any) -> None:
-        self.loss += loss.detach().to(torch.float64)
+        self.loss.add(loss)
         self.micro += 1
-        self.tokens += torch.as_tensor(n_tokens, device=self.device).to(torch.float64)
+        self.tokens.add(n_tokens)
         for key, value in metrics.items():
             num, den = value if isinstance(value, (tuple, list)) else (value, 1.0)
-            acc = self.metrics.setdefault(key, [torch.zeros((), dtype=torch.float64, device=self.device),
-                                                torch.zeros((), dtype=torch.float64, device=self.device)])
-            acc[0] += torch.as_tensor(num, device=self.device).detach().to(torch.float64)
-            acc[1] += torch.as_tensor(den, device=self.device).detach().to(torch.float64)
+            acc = self.metrics.get(key)
+            if acc is None:
+                acc = self.metrics[key] = (_Sum(), _Sum())
+            acc[0].add(num)
+            acc[1].add(den)
 
     def totals(self, ctx: D.DistContext) -> tuple[float, float, dict[str, float]]:
         """(mean loss, tokens, metrics) over this window and all processes."""
         keys = sorted(self.metrics)
-        parts = [self.loss, torch.tensor(float(self.micro), dtype=torch.float64, device=self.device),
-                 self.tokens]
-        for key in keys:
-            parts += self.metrics[key]
-        vec = D.all_reduce_sum(torch.stack(parts), ctx).tolist()
-        loss, tokens = vec[0] / max(vec[1], 1.0), vec[2]
+        sums = [self.loss, self.tokens, *(part for key in keys for part in self.metrics[key])]
+        parts = [torch.tensor(float(self.micro), dtype=torch.float64, device=ctx.device)]
+        parts += [acc.tensor(ctx.device) for acc in sums]
+        micro, loss, tokens, *rest = D.all_reduce_sum(torch.stack(parts), ctx).tolist()
         metrics = {}
-        for i, key in enumerate(keys):
-            num, den = vec[3 + 2 * i], vec[4 + 2 * i]
+        for key, num, den in zip(keys, rest[0::2], rest[1::2]):
             metrics[key] = num / den if den else float("nan")
-        return loss, tokens, metrics
+        return loss / max(micro, 1.0), tokens, metrics
 
 
 class _Trainer:
     def __init__(self, model, loss_fn, data, settings: TrainSettings, ctx: D.DistContext, eval_fn, on_eval,
-                 fingerprint_extra, console, show_progress):
+                 fingerprint_extra, console, show_progress, watch: BaselineWatch | None):
         self.model, self.loss_fn, self.data, self.s, self.ctx = model, loss_fn, data, settings, ctx
         self.eval_fn, self.on_eval = eval_fn, on_eval
         self.out = Path(settings.output_dir)
@@ -200,6 +238,9 @@ class _Trainer:
         self.last_record: dict[str, Any] = {}
         self.last_checkpoint: Path | None = None
         self.notes: list[str] = []  # shown once the progress display exists
+        self.watch, self.watch_judged, self.windows_logged = watch, False, 0
+        self.warnings: list[dict[str, Any]] = []
+        self.checked_step = 0  # the gradient norms of the steps up to this one were finite
 
     # --- setup ---------------------------------------------------------------------------------------
 
@@ -224,10 +265,10 @@ class _Trainer:
             from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
             # A copy of the model whose weights are the average (only ever evaluated); buffers follow the model's.
+            # Its checkpoint format is AveragedModel's; _update_ema does its update without host syncs.
             self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(s.ema_decay), use_buffers=False)
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
-        self.total_steps = s.max_steps
-        self.schedule = LinearWarmupDecay(s.lr, s.warmup_steps, s.max_steps)
+        self._plan(s.max_steps)
         self.micro_batch = s.micro_batch_size(ctx.world_size)
         self.data.configure(micro_batch_size=self.micro_batch, rank=ctx.rank, world_size=ctx.world_size)
         self.fp_values = {
@@ -302,7 +343,15 @@ class _Trainer:
             self.ema.load_state_dict(state["ema"])  # present: ema_decay is part of the fingerprint
         if self.budget is not None and state.get("budget"):
             self.budget.load_state_dict(state["budget"])
-            self._plan(self.budget.total_steps)
+            note = self._plan(self.budget.total_steps)
+            if note:
+                self.notes.append(f"note: {note}")
+        old, new = state.get("schedule") or {}, self.schedule.state_dict()
+        if old and (old["warmup_steps"], old["total_steps"]) != (new["warmup_steps"], new["total_steps"]):
+            # e.g. a checkpoint of a budgeted run from before warmup_steps were honoured under a budget
+            self.notes.append(f"note: the checkpoint was trained to warm up over {old['warmup_steps']:,} of "
+                              f"{old['total_steps']:,} steps; the learning rate continues on this run's schedule "
+                              f"({new['warmup_steps']:,} of {new['total_steps']:,})")
         ev = state["eval"]
         self.best_value, self.best_step, self.best_metrics = ev["best_value"], ev["best_step"], ev["best_metrics"]
         self.bad_evals, self.stopped_early = ev["bad_evals"], ev["stopped_early"]
@@ -333,6 +382,7 @@ class _Trainer:
         else:
             seed_everything(s.seed + ctx.rank)
         del state
+        self.ema_started = self.ema is not None and int(self.ema.n_averaged) > 0  # a CPU counter
         forward_model = self.model
         if ctx.distributed:
             forward_model = D.wrap_ddp(self.model, ctx, self.sparse_names, s.find_unused_parameters)
@@ -342,7 +392,8 @@ class _Trainer:
             self._say(text)
         t0 = time.perf_counter()
         step, tokens_total, skipped = start_step, 0.0, 0
-        window = _Window(ctx.device)
+        self.checked_step = start_step
+        window = _Window(start_step + 1)
         batches = iter(self.data)
         try:
             done = step >= self.total_steps or self.stopped_early
@@ -366,28 +417,33 @@ class _Trainer:
                 for opt in self.optimizers:
                     self.scaler.unscale_(opt)
                 norm = clip_grad_norm(self.params, s.clip_norm)
-                if not torch.isfinite(norm):
-                    if self.precision != "fp16":
-                        raise ZenError(f"step {step + 1}: the gradient norm is {norm.item()} — training diverged; "
-                                       "lower lr, raise warmup_steps, or use precision fp32")
-                    skipped += 1  # fp16 overflow: skip this update, the scaler lowers its scale
+                # fp16 overflow: skip this update, the scaler lowers its scale (a host sync; GradScaler.step
+                # makes one anyway). Other precisions do not look here: _check_finite reads the window's sum.
+                if self.precision == "fp16" and not torch.isfinite(norm):
+                    skipped += 1
                 else:
                     for opt in self.optimizers:
                         self.scaler.step(opt)
                     if self.ema is not None:
-                        self.ema.update_parameters(self.model)
-                    window.grad_norm += norm.item()
+                        self._update_ema()
+                    window.grad_norm.add(norm)
                 self.scaler.update()
                 for opt in self.optimizers:
                     opt.zero_grad(set_to_none=True)
                 step += 1
                 window.steps += 1
+                if self.budget is not None and not self.budget.fitted and ctx.device.type == "cuda":
+                    torch.cuda.synchronize(ctx.device)  # calibration times the GPU's work, not the queueing
                 last = self._after_step(step, time.perf_counter() - step_t0, step == start_step + 1)
                 self.progress.advance(step)
                 logged = step % s.log_every == 0 or last
+                evaluating = self.eval_fn is not None and ((s.eval_every and step % s.eval_every == 0) or last)
+                if logged or evaluating or (s.save_every and step % s.save_every == 0):
+                    grad_norm_sum = self._check_finite(step, window)  # before anything is logged, scored or saved
                 if logged:
-                    tokens_total += self._log(step, window, factor * s.lr, skipped, time.perf_counter() - t0)
-                if self.eval_fn is not None and ((s.eval_every and step % s.eval_every == 0) or last):
+                    tokens_total += self._log(step, window, grad_norm_sum, factor * s.lr, skipped,
+                                              time.perf_counter() - t0)
+                if evaluating:
                     eval_t0 = time.perf_counter()
                     self._evaluate(step)
                     if self.budget is not None and not last:
@@ -396,14 +452,15 @@ class _Trainer:
                         planned = D.broadcast_object(self.budget.total_steps, ctx)  # rank 0's plan for all
                         self.budget.total_steps = planned
                         if planned != self.total_steps:
-                            self._plan(planned)
+                            note = self._plan(planned)
                             self._say(f"time budget: {self.budget.step_seconds():.3f} s per step, evaluations "
-                                      f"{seconds:.1f} s; the run now ends at step {planned:,}")
+                                      f"{seconds:.1f} s; the run now ends at step {planned:,}"
+                                      + (f"; {note}" if note else ""))
                 done = last or self.stopped_early
                 if (s.save_every and step % s.save_every == 0) or done:
                     self._save(step)
                 if logged:
-                    window.reset()  # after evaluating and saving: tokens/s measures training only
+                    window.reset(step + 1)  # after evaluating and saving: tokens/s measures training only
             D.barrier(ctx)
             if self.ema is not None:
                 self.model.load_state_dict(self.ema.module.state_dict())
@@ -419,7 +476,21 @@ class _Trainer:
                            checkpoint=self.last_checkpoint or self.ckdir.latest(),
                            best_step=self.best_step, best_value=self.best_value, best_metrics=self.best_metrics,
                            stopped_early=self.stopped_early, elapsed_s=time.perf_counter() - t0,
-                           tokens=int(tokens_total), planned_steps=self.total_steps)
+                           tokens=int(tokens_total), planned_steps=self.total_steps, warnings=self.warnings)
+
+    @torch.no_grad()
+    def _update_ema(self) -> None:
+        """`AveragedModel.update_parameters` (EMA, buffers copied) without its host syncs: it compares its
+        step counter, a CPU tensor, and copies it to the GPU every step. The same foreach ops otherwise."""
+        ema, model = list(self.ema.parameters()), list(self.model.parameters())
+        if self.ema_started:
+            torch._foreach_lerp_(ema, model, 1 - self.s.ema_decay)
+        else:
+            torch._foreach_copy_(ema, model)  # the average starts at the weights after the first step
+            self.ema_started = True
+        for b_avg, b in zip(self.ema.module.buffers(), self.model.buffers()):
+            b_avg.copy_(b)
+        self.ema.n_averaged += 1  # stays on the CPU: the checkpoint's "ema" state keeps its format
 
     def _after_step(self, step: int, seconds: float, first: bool) -> bool:
         """Time-budget bookkeeping after optimizer step `step`; True when it is the run's last."""
@@ -430,23 +501,24 @@ class _Trainer:
         if budget.fit(step):
             planned = D.broadcast_object(budget.total_steps, self.ctx)  # every process plans like rank 0
             budget.total_steps = planned
-            self._plan(planned)
+            note = self._plan(planned)
             self._say(f"time budget {self.s.max_minutes:g} min: {budget.step_seconds():.3f} s per step → "
                       f"{planned:,} steps" + (f" (max_steps {self.s.max_steps:,})" if planned < self.s.max_steps
-                                             else ""))
+                                             else "") + (f"; {note}" if note else ""))
         spent = D.broadcast_object(budget.spent(), self.ctx)
         if spent and step < self.total_steps:
             self._say(f"time budget {self.s.max_minutes:g} min spent at step {step:,} of {self.total_steps:,}")
         return step >= self.total_steps or spent
 
-    def _plan(self, total: int) -> None:
-        """Run `total` steps: the schedule warms up over the same share of the run and decays to its end."""
+    def _plan(self, total: int) -> str | None:
+        """Run `total` steps: warm up as `plan_warmup` says and decay to the end; its note, if any."""
         s = self.s
         self.total_steps = total
-        warmup = min(s.warmup_steps, round(s.warmup_steps * total / s.max_steps))
+        warmup, note = plan_warmup(s.warmup_steps, s.warmup_ratio, total, s.max_steps)
         self.schedule = LinearWarmupDecay(s.lr, warmup, total)
         if getattr(self, "progress", None) is not None:
             self.progress.set_total(total)
+        return note
 
     # --- logging, evaluation, checkpoints ------------------------------------------------------------
 
@@ -461,9 +533,26 @@ class _Trainer:
         where = f"resuming from step {start_step}" if start_step else "starting"
         return (f"train: {where} · {n_params:,} parameters · {self.precision} on {ctx.device} · "
                 f"{ctx.world_size} process(es) × {s.grad_accum} accum × {self.micro_batch} = batch {s.batch_size}"
+                + f" · warm-up {self.schedule.warmup_steps:,} of {self.total_steps:,} steps"
+                + f" · {describe_optimizers(self.optimizers)}"
                 + (f" · row-sparse tables: {tables}" if tables else "") + f" · output {self.out}")
 
-    def _log(self, step: int, window: _Window, lr: float, skipped: int, elapsed: float) -> float:
+    def _check_finite(self, step: int, window: _Window) -> float:
+        """The window's gradient-norm sum (a host sync); a ZenError naming the steps when it is inf/nan.
+
+        Norms are >= 0, so the sum is finite exactly when every step's norm was (fp16 leaves out the
+        overflowing steps its scaler skipped)."""
+        total = window.grad_norm.value()
+        if not math.isfinite(total):
+            first = max(window.first_step, self.checked_step + 1)
+            where = f"step {step}" if first == step else f"steps {first}–{step}"
+            raise ZenError(f"{where}: the gradient norm is {total} — training diverged; lower lr, raise "
+                           "warmup_steps, or use precision fp32")
+        self.checked_step = step
+        return total
+
+    def _log(self, step: int, window: _Window, grad_norm_sum: float, lr: float, skipped: int,
+             elapsed: float) -> float:
         loss, tokens, metrics = window.totals(self.ctx)
         if not math.isfinite(loss):
             raise ZenError(f"step {step}: the loss is {loss} — training diverged; lower lr, raise "
@@ -471,7 +560,7 @@ class _Trainer:
         seconds = max(time.perf_counter() - window.start, 1e-9)
         metrics = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}  # JSON has no NaN
         record: dict[str, Any] = {"kind": "train", "step": step, "loss": loss, **metrics, "lr": lr,
-                                  "grad_norm": window.grad_norm / max(window.steps, 1),
+                                  "grad_norm": grad_norm_sum / max(window.steps, 1),
                                   "tokens_per_s": tokens / seconds, "elapsed_s": round(elapsed, 3)}
         if self.precision == "fp16":
             record["skipped_steps"] = skipped
@@ -479,7 +568,38 @@ class _Trainer:
         if self.metrics_log is not None:
             self.metrics_log.write(record)
             self.progress.log(step, record)
+        self.windows_logged += 1
+        if self.watch is not None and not self.watch_judged and self.watch.due(step, self.total_steps,
+                                                                                 self.windows_logged):
+            self.watch_judged = True
+            if self.watch.metric not in record:
+                raise ZenError(f"baseline watch: {self.watch.metric!r} is not a train metric (expected one of "
+                               f"{', '.join(k for k in record if k not in ('kind', 'step'))})")
+            if not self.watch.passed(record[self.watch.metric]):
+                self._warn_stalled(step, record[self.watch.metric])
         return tokens
+
+    def _warn_stalled(self, step: int, value: float | None) -> None:
+        """The metric the watch follows is still at its baseline: say so loudly, record it."""
+        w, s = self.watch, self.s
+        assert w is not None
+        below = w.mode == "min"
+        bound = w.baseline - w.margin if below else w.baseline + w.margin
+        margin = f" {'-' if below else '+'} {w.margin:g}" if w.margin else ""
+        shown = "n/a" if value is None else f"{value:.4f}"
+        warmup = self.schedule.warmup_steps
+        message = (f"step {step:,} of {self.total_steps:,}: the train {w.metric} is {shown}, not yet "
+                   f"{'below' if below else 'above'} {bound:.4f} ({w.label} {w.baseline:.4f}{margin}) — the model "
+                   f"is not learning. Likely causes: a peak learning rate too high for its warm-up, or far too low "
+                   f"(lr {s.lr:g}, warm-up {warmup:,} step{'' if warmup == 1 else 's'}); too few steps "
+                   f"({self.total_steps:,} planned). Lower lr (or raise a tiny one), lengthen the warm-up "
+                   "(warmup_steps / warmup_ratio) or train longer.")
+        record = {"kind": "warning", "step": step, "metric": w.metric, "value": value, "baseline": w.baseline,
+                  "message": message}
+        self.warnings.append(record)
+        if self.metrics_log is not None:
+            self.metrics_log.write(record)
+            self.progress.warn(message)
 
     def _evaluate(self, step: int) -> None:
         s, ctx = self.s, self.ctx

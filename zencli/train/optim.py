@@ -16,6 +16,12 @@ Semantics of LazyAdamW versus dense AdamW (same as TensorFlow's LazyAdam, plus d
   they differ for rows that were skipped in between.
 - A dense gradient (e.g. a table tied to an output layer) counts as touching every row, which makes the
   update identical to dense AdamW.
+
+Host syncs: neither `clip_grad_norm` nor `LazyAdamW.step` reads a tensor's value on the host, so a CUDA
+step is not held up by them — except that a sparse gradient must be coalesced (its duplicate rows summed)
+before its norm or its rows mean anything, and the number of distinct rows is data-dependent: one sync
+per row-sparse table per step. Dense AdamW is torch's fused kernel when every parameter is on a GPU; on
+the CPU it is torch's default for-loop implementation (unchanged, so CPU runs resume bit for bit).
 """
 
 from __future__ import annotations
@@ -144,12 +150,14 @@ def build_optimizers(model: nn.Module, *, lr: float, betas: tuple[float, float],
                 plain.append(p)
             else:
                 decay.append(p)
-    fused = bool(decay or plain) and all(p.is_cuda for p in decay + plain)
+    # fused: one kernel for the whole update, no host reads of step counters (they live on the GPU too)
+    fused = all(p.is_cuda for p in decay + plain)
     groups = [g for g in ({"params": decay, "weight_decay": weight_decay},
                           {"params": plain, "weight_decay": 0.0}) if g["params"]]
     optimizers: list[torch.optim.Optimizer] = []
     if groups:
-        optimizers.append(torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=fused or None))
+        optimizers.append(torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,
+                                            **({"fused": True} if fused else {"foreach": False})))
     if sparse:
         optimizers.append(LazyAdamW([{"params": sparse, "weight_decay": weight_decay}],
                                     lr=lr, betas=betas, eps=eps))
@@ -159,13 +167,28 @@ def build_optimizers(model: nn.Module, *, lr: float, betas: tuple[float, float],
     return optimizers
 
 
+def describe_optimizers(optimizers: Iterable[torch.optim.Optimizer]) -> str:
+    """`AdamW (fused) + LazyAdamW (row-sparse)`: which implementations update the weights."""
+    names = []
+    for opt in optimizers:
+        if isinstance(opt, torch.optim.AdamW):
+            how = "fused" if opt.defaults.get("fused") else "foreach" if opt.defaults.get("foreach") else "for-loop"
+            names.append(f"AdamW ({how})")
+        elif isinstance(opt, LazyAdamW):
+            names.append("LazyAdamW (row-sparse)")
+        else:
+            names.append(type(opt).__name__)
+    return " + ".join(names)
+
+
 @torch.no_grad()
 def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Global L2 norm of all gradients (dense and sparse); scale them to `max_norm` if above it.
 
     Returns the norm before clipping (a 0-d float32 tensor; inf/nan when a gradient overflowed, in
     which case nothing is scaled). `max_norm` 0 only measures. Sparse gradients are coalesced in place
-    first, since duplicate rows must be summed before their norm means anything.
+    first, since duplicate rows must be summed before their norm means anything. No host sync: the
+    gradients are always multiplied, by 1 when under `max_norm` or not finite (x × 1.0 is x, bit for bit).
     """
     grads = []
     for p in params:
@@ -178,11 +201,14 @@ def clip_grad_norm(params: Iterable[torch.Tensor], max_norm: float) -> torch.Ten
             grads.append(p.grad)
     if not grads:
         return torch.zeros(())
-    norms = [torch.linalg.vector_norm(g.detach(), 2.0, dtype=torch.float32) for g in grads]
-    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]), 2.0)
+    # one multi-tensor kernel per device on a GPU (torch._foreach_norm); one norm per tensor on the CPU
+    total = torch.nn.utils.get_total_norm(grads, 2.0)
     if max_norm > 0:
-        coef = max_norm / (total + 1e-6)
-        if torch.isfinite(total) and coef < 1:
+        coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        coef = torch.where(torch.isfinite(total), coef, torch.ones_like(coef))
+        if all(g.device == coef.device for g in grads):
+            torch._foreach_mul_(grads, coef)
+        else:
             for g in grads:
-                g.mul_(coef.to(g.device, g.dtype))
+                g.mul_(coef.to(g.device))
     return total

@@ -6,8 +6,12 @@ is printed per logging window instead, so logs grow by `max_steps / log_every` l
 
 Every logging window is also one JSON object per line in `<output_dir>/metrics.jsonl`
 (`{"kind": "train", "step": …, "loss": …, "lr": …, "tokens_per_s": …, …}`; evaluations as
-`{"kind": "eval", "step": …, <metric>: …}`) and, when the `tensorboard` package is installed, TensorBoard
-scalars under `<output_dir>/tensorboard/`.
+`{"kind": "eval", "step": …, <metric>: …}`; warnings as `{"kind": "warning", "step": …, "message": …}`) and,
+when the `tensorboard` package is installed, TensorBoard scalars under `<output_dir>/tensorboard/`.
+
+`BaselineWatch` describes a check the loop makes once while it runs: is a train metric clearly past a
+baseline (e.g. a pretraining's MLM loss past the unigram loss) after a share of the planned steps? If not,
+the run warns loudly (red, even with the progress display off) and records the warning.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
+from rich.panel import Panel
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,6 +32,7 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from zencli.atomic_write import atomic_write_text
 
@@ -58,6 +65,33 @@ def summary(record: dict[str, Any]) -> str:
     keys = [k for k in record if k not in _NOT_SHOWN and k not in _SHOWN_LAST]
     keys += [k for k in _SHOWN_LAST if k in record]
     return " · ".join(_fmt(k, record[k]) for k in keys)
+
+
+@dataclass(frozen=True)
+class BaselineWatch:
+    """Judge once whether train metric `metric` has moved clearly past `baseline`.
+
+    The loop judges the value of the logging window that ends at the first log step at or after `after` ×
+    the planned steps, once this invocation has logged `min_windows` windows (a single window is noisy).
+    """
+
+    metric: str  # a key of the train records: "loss" or one of the loss function's metrics
+    baseline: float
+    label: str = "the baseline"  # how the warning names it, e.g. "the unigram MLM loss"
+    mode: Literal["min", "max"] = "min"  # the direction in which the metric improves
+    margin: float = 0.0  # clearly past: better than the baseline by more than this (in the metric's units)
+    after: float = 0.2  # share of the planned steps
+    min_windows: int = 3
+
+    def due(self, step: int, planned_steps: int, windows: int) -> bool:
+        return windows >= self.min_windows and step >= self.after * planned_steps
+
+    def passed(self, value: float | None) -> bool:
+        if value is None or not math.isfinite(value):
+            return False
+        if self.mode == "min":
+            return value < self.baseline - self.margin
+        return value > self.baseline + self.margin
 
 
 class ProgressDisplay:
@@ -106,6 +140,11 @@ class ProgressDisplay:
     def message(self, text: str) -> None:
         if self.enabled:
             self.console.print(text, highlight=False, soft_wrap=True)
+
+    def warn(self, text: str) -> None:
+        """A warning that must not be missed: bold red in a red box, printed even when the display is off."""
+        self.console.print(Panel(Text(text, style="bold red"), title="WARNING", title_align="left",
+                                 border_style="bold red"))
 
     def close(self) -> None:
         if self._progress is not None:

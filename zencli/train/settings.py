@@ -34,7 +34,11 @@ class TrainSettings:
 
     # optimisation (ZEN paper: AdamW, peak 1e-4, 36k warm-up steps, linear decay)
     lr: float = 1e-4
+    # The warm-up, as steps or as a share of the run (set one): `warmup_steps` is honoured as given (a run
+    # fitted into max_minutes shortens it, with a note, only where it would take over half the fitted run);
+    # `warmup_ratio` is a fraction of the planned steps, so it follows the steps fitted into max_minutes.
     warmup_steps: int = 0
+    warmup_ratio: float = 0.0
     max_steps: int = 1000
     # Wall-clock budget of the run (evaluations and checkpoints included): the loop times its first steps,
     # then shortens the run (and its LR decay) to the steps that fit, and stops at the budget at the latest.
@@ -84,6 +88,10 @@ class TrainSettings:
         need(self.warmup_steps >= 0, "warmup_steps", "an integer >= 0")
         need(self.max_steps >= 1, "max_steps", "an integer >= 1")
         need(self.warmup_steps <= self.max_steps, "warmup_steps", f"<= max_steps ({self.max_steps})")
+        need(0 <= self.warmup_ratio < 1, "warmup_ratio", "a fraction of the run's steps in [0, 1)")
+        if self.warmup_steps and self.warmup_ratio:
+            raise ZenError(f"warmup_steps, warmup_ratio: set one of them, not both (warmup_steps "
+                           f"{self.warmup_steps}, warmup_ratio {self.warmup_ratio}); the other stays 0")
         need(self.max_minutes is None or self.max_minutes > 0, "max_minutes", "a number of minutes > 0 or null")
         need(self.batch_size >= 1, "batch_size", "an integer >= 1")
         need(self.grad_accum >= 1, "grad_accum", "an integer >= 1")
@@ -119,8 +127,20 @@ class TrainSettings:
 
     def fingerprint_fields(self) -> dict[str, Any]:
         fields = {k: getattr(self, k) for k in FINGERPRINT_KEYS}
-        # only when set, so runs without a budget / an average keep their fingerprints
+        # only when set, so runs without a budget / an average / a warm-up ratio keep their fingerprints
         for key in ("max_minutes", "ema_decay"):
             if getattr(self, key) is not None:
                 fields[key] = getattr(self, key)
+        if self.warmup_ratio:
+            if self.max_minutes is None:
+                # The planned steps are known: the same trajectory as these steps given explicitly (what
+                # fine-tuning's warmup_ratio was turned into before), so such checkpoints stay resumable.
+                fields["warmup_steps"] = warmup_from_ratio(self.warmup_ratio, self.max_steps)
+            else:
+                fields["warmup_ratio"] = self.warmup_ratio
         return fields
+
+
+def warmup_from_ratio(ratio: float, total_steps: int) -> int:
+    """The warm-up steps `warmup_ratio` gives a run of `total_steps`."""
+    return round(ratio * total_steps)
