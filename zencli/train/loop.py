@@ -87,7 +87,7 @@ from zencli.train.checkpoint import (
     set_rng_state,
 )
 from zencli.train.budget import TimeBudget
-from zencli.train.data import ResumableBatches, to_device
+from zencli.train.data import ResumableBatches, prefetch, to_device
 from zencli.train.optim import (
     build_optimizers,
     clip_grad_norm,
@@ -229,6 +229,7 @@ class _Trainer:
         self.total_steps = s.max_steps
         self.schedule = LinearWarmupDecay(s.lr, s.warmup_steps, s.max_steps)
         self.micro_batch = s.micro_batch_size(ctx.world_size)
+        self.data = prefetch(self.data, s.data_workers, ctx.device)  # batches built ahead in worker processes
         self.data.configure(micro_batch_size=self.micro_batch, rank=ctx.rank, world_size=ctx.world_size)
         self.fp_values = {
             **s.fingerprint_fields(), "precision": self.precision,
@@ -408,6 +409,7 @@ class _Trainer:
             if self.ema is not None:
                 self.model.load_state_dict(self.ema.module.state_dict())
         finally:
+            getattr(batches, "close", lambda: None)()  # ends data worker processes now (errors, Ctrl-C, the end)
             self.progress.close()
             if self.metrics_log is not None:
                 self.metrics_log.close()
