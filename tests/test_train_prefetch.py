@@ -148,33 +148,11 @@ def test_batches_of_any_structure_travel_packed_and_arrive_unchanged():
     assert all(equal(g, w) for g, w in zip(got, want))
 
 
-def test_a_source_without_skip_runs_one_worker():
-    class NoSkip:  # a ResumableBatches with nothing more
-        def __init__(self):
-            self.inner = indexed()
+class Delegating:
+    """A ResumableBatches with nothing more (no `skip`): the batches of `indexed()`."""
 
-        def configure(self, **kw):
-            self.inner.configure(**kw)
-
-        def state(self):
-            return self.inner.state()
-
-        def load_state(self, state):
-            self.inner.load_state(state)
-
-        def __iter__(self):
-            return iter(self.inner)
-
-    source = PrefetchedBatches(NoSkip(), 3)
-    assert source.workers == 1
-    assert same(take(source, 12)[0], take(indexed(), 12)[0])
-
-
-class Failing:
-    """Batches of `indexed()` until batch `at` (0-based), whose building raises `error`."""
-
-    def __init__(self, error: Exception, at: int = 5):
-        self.inner, self.error, self.at, self.built = indexed(), error, at, 0
+    def __init__(self):
+        self.inner = indexed()
 
     def configure(self, **kw):
         self.inner.configure(**kw)
@@ -184,6 +162,23 @@ class Failing:
 
     def load_state(self, state):
         self.inner.load_state(state)
+
+    def __iter__(self):
+        return iter(self.inner)
+
+
+def test_a_source_without_skip_runs_one_worker():
+    source = PrefetchedBatches(Delegating(), 3)
+    assert source.workers == 1
+    assert same(take(source, 12)[0], take(indexed(), 12)[0])
+
+
+class Failing(Delegating):
+    """Batches of `indexed()` until batch `at` (0-based), whose building raises `error`."""
+
+    def __init__(self, error: Exception, at: int = 5):
+        super().__init__()
+        self.error, self.at = error, at
 
     def skip(self, n):
         self.inner.skip(n)
