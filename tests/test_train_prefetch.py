@@ -80,6 +80,7 @@ def test_skip_lands_where_iterating_does(make):
 
 # --- the prefetching source ---------------------------------------------------------------------------------
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")  # 3 workers on a 2-core machine: on purpose
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("make", [indexed, grouped, lambda: grouped(micro=4, rank=1, world=2)],
                          ids=["indexed", "grouped", "grouped-rank"])

@@ -333,7 +333,7 @@ def _as_is(item: Any) -> Any:
 
 
 class _WorkerStream(IterableDataset):
-    """This worker's share of a source's batches: (batch, state after it) for batches w, w+k, w+2k, ..."""
+    """This worker's share of a source's batches, w, w+k, w+2k, ...: each packed, with the state after it."""
 
     def __init__(self, source: ResumableBatches):
         self.source = source
