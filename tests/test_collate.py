@@ -51,6 +51,16 @@ def test_pads_to_the_batch_maximum_with_the_right_values():
     assert collate(recs, pad_id=7)["input_ids"][1, 6:].tolist() == [7]
 
 
+def test_no_trailing_all_padding_slot_reaches_the_model():
+    # What lets ZenModel skip its trimming checks (host syncs) on a GPU: the last slot column is used by some
+    # row, and a batch without any n-gram has no slot column at all.
+    batch = collate(featurize(["戊", "甲乙丙丁", "丁"]))
+    assert batch["ngram_ids"].shape == (3, 4) and batch["ngram_attention_mask"][:, -1].tolist() == [0, 1, 0]
+    assert (batch["ngram_lengths"][:, -1] > 0).any()
+    empty = collate(featurize(["戊", "丁甲"]))
+    assert empty["ngram_ids"].shape == empty["ngram_lengths"].shape == (2, 0)
+
+
 def test_keys_are_zen_model_forward_arguments():
     params = inspect.signature(ZenModel.forward).parameters
     assert set(MODEL_KEYS) <= set(params)

@@ -187,7 +187,7 @@ def test_a_second_invocation_resumes_from_the_checkpoint(tmp_path):
     # As if the run had been killed after step 2's checkpoint: the later checkpoints never got written.
     for name in ("step-00000004.pt", "step-00000006.pt"):
         (ckpts / name).unlink()
-    r2, _ = finetune(tmp_path, "cws", *args)
+    r2, _ = finetune(tmp_path, "cws", *args, "--set", "train.data_workers=2")  # batches from worker processes
     assert "resumed at step 2" in r2.output
     resumed = _weights(out / "model")
     assert first.keys() == resumed.keys()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from zencli.model.config import ZenConfig
 from zencli.model.encoder import ZenModel
@@ -177,3 +178,45 @@ def test_sparse_ngram_gradients_touch_only_the_batch_rows() -> None:
     rows = set(table.grad.coalesce().indices()[0].tolist())
     assert rows == set(b["ngram_ids"][b["ngram_attention_mask"].bool()].tolist())
     assert ZenModel(tiny("bert")).sparse_ngram_gradients() is None
+
+
+class HostSyncs(TorchDispatchMode):
+    """Counts the ops that make the host wait for a GPU: reading a value (`bool`, `int`, `.item()`) and
+    ops whose output size depends on values."""
+
+    SYNCING = {torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default,
+               torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default}
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.SYNCING:
+            self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("encoder", ["zen2", "zen1"])
+def test_encoder_forward_off_the_cpu_path_reads_no_value_on_the_host(encoder: str, monkeypatch) -> None:
+    # What a GPU forward does (where `_host_reads_are_free` is False), run on the CPU: no host sync, and the
+    # same outputs bit for bit as the CPU path with its checks, on inputs padded as collate pads them.
+    torch.manual_seed(2)
+    model = ZenModel(tiny(encoder)).eval()
+    b = batch()
+    assert b["ngram_attention_mask"][:, -1].any()  # slots padded to the longest row: nothing to trim
+    no_slots = {k: (v[:, :0] if k.startswith("ngram") else v) for k, v in b.items()}  # collate's batch without n-grams
+    with torch.no_grad(), HostSyncs() as cpu_path:
+        want = [model(**x, output_all_layers=True).all_layers for x in (b, no_slots)]
+    assert len(cpu_path.seen) >= 2  # the CPU path checks P and trims (cheap there): the counter sees them
+    monkeypatch.setattr(ZenModel, "_host_reads_are_free", staticmethod(lambda t: False))
+    with torch.no_grad(), HostSyncs() as fast_path:
+        got = [model(**x, output_all_layers=True).all_layers for x in (b, no_slots)]
+    assert fast_path.seen == []
+    for w, g in zip(want, got):
+        assert all(torch.equal(x, y) for x, y in zip(w, g))
+    # training too: forward and backward of the encoder
+    model.train()
+    with HostSyncs() as train_path:
+        model(**b).sequence_output.sum().backward()
+    assert train_path.seen == []

@@ -170,10 +170,11 @@ def test_a_second_invocation_resumes_exactly_and_other_settings_are_refused(tmp_
     first = records(out, "train")
     ckpts = sorted(p.name for p in (out / "checkpoints").glob("step-*.pt"))
     assert ckpts == ["step-00000003.pt", "step-00000006.pt"]
-    # As if killed after the step-3 checkpoint: the next start continues from it, bit for bit.
+    # As if killed after the step-3 checkpoint: the next start continues from it, bit for bit, also with
+    # batches built ahead in worker processes (data_workers is not part of what a run is).
     (out / "checkpoints" / "step-00000006.pt").unlink()
     shutil.rmtree(out / "model")
-    zen("pretrain", "-r", str(recipe), "--quiet")
+    zen("pretrain", "-r", str(recipe), "--quiet", "--set", "train.data_workers=2")
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["started_at_step"] == 3 and results["steps"] == 6
     again = records(out, "train")

@@ -71,6 +71,8 @@ def test_get_batch_equals_collate_of_the_records(shards):
         for k in slow:
             assert fast[k].dtype == slow[k].dtype == torch.int64, k
             assert torch.equal(fast[k], slow[k]), k
+        # slots padded to the longest row: no trailing all-padding slot reaches the model (see ZenModel)
+        assert fast["ngram_ids"].shape[1] == 0 or fast["ngram_attention_mask"][:, -1].any()
     # the same indices through the training loop's batch source, fast path and record path
     a = IndexedBatches(range(len(ds)), ds.get_batch, seed=3)
     b = IndexedBatches(ds, partial(collate, pad_id=ds.pad_id), seed=3)
@@ -168,3 +170,21 @@ def test_large_vocabularies_store_int32_token_ids(tmp_path):
     assert np.load(out / ds.names[0] / "input_ids.npy", mmap_mode="r").dtype == np.int32
     ids = np.concatenate([ds[i]["input_ids"] for i in range(len(ds))])
     assert ids.max() >= 65_536  # random replacements drew from the whole vocabulary and survived storage
+
+
+def test_pretraining_batches_from_data_workers_equal_the_in_process_ones(shards):
+    # The training loop's source over the shards, run in 2 worker processes (train.data_workers: 2).
+    from zencli.train.data import LengthGroupedBatches, PrefetchedBatches
+
+    out, *_ = shards
+    ds = PretrainShards(out)
+
+    def source():
+        src = LengthGroupedBatches(ds.lengths, ds.get_batch, seed=3, group=4)
+        src.configure(micro_batch_size=8, rank=0, world_size=1)
+        return src
+
+    plain, prefetched = source(), PrefetchedBatches(source(), 2)
+    for a, b, _ in zip(plain, prefetched, range(2 * len(ds) // 8)):  # two epochs
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert prefetched.state() == plain.state()

@@ -20,7 +20,8 @@ thread uses none), so the summary judges by it (`judging_clock`); with more thre
 spin-waiting, and the wall clock is used.
 
 Inputs: `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding), 15% of the body positions
-masked (replaced by [MASK]), NSP labels, and n-gram slots (`slots` per sequence, left-packed):
+masked (replaced by [MASK]), NSP labels, and n-gram slots (at most `slots` per sequence, left-packed,
+padded to the batch's longest row):
 - synthetic (default): characters from a random Markov chain (learnable, for the bf16 training
   comparison); per sequence Binomial(body chars, `ngram_rate`) n-grams (0.4 per char: ~51 of 128
   slots), lengths 2..8 with the frequencies of PMI-lexicon matches on PD98 (`LENGTH_DIST`), ids
@@ -38,7 +39,7 @@ FLOPs (`forward_flops`), counted analytically, multiply-add = 2 FLOPs, per batch
 - fusion h + P·g after every char layer (ZEN only): 2·B·L·M·H;
 - pooler 2·B·H²; training adds the heads: MLM transform 2·N·H² and decoder 2·N·H·V at the N masked
   positions, NSP 2·B·H·2;
-- M = the slots the model computes (trailing all-padding slots are trimmed inside the model);
+- M = the slots the model computes (`make_batches` pads slots to the batch's longest row);
 - training (`training_flops`) = 3 × forward (the backward of a product takes gradients w.r.t. both
   operands), minus one forward's worth for the products with a constant operand (R, P).
 Embedding look-ups, element-wise ops and the optimizer are not counted. Achieved GFLOP/s of training
@@ -332,6 +333,9 @@ def make_batches(count: int, *, batch: int, seq_len: int, slots: int, ngram_rows
             sl = drop_slots_covering(lexicon_slots(ids, matcher, M), masked)
         else:
             sl = synthetic_slots(B, L, M, ngram_rows, ngram_rate, rng)
+        # Slots padded to the batch's longest row, as zen's collates give them (off the CPU the model
+        # does not look for trailing all-padding slots: that would wait for the GPU).
+        sl = Slots(*(a[:, :int((sl.lengths > 0).sum(1).max())] for a in (sl.ids, sl.starts, sl.lengths, sl.freqs)))
         labels = np.where(masked, ids, IGNORE_INDEX)
         inputs = np.where(masked, MASK_ID, ids)
         out.append({
@@ -361,7 +365,7 @@ def encoder_inputs(batch: dict[str, torch.Tensor], has_ngrams: bool) -> dict[str
 
 
 def computed_slots(batch: dict[str, torch.Tensor]) -> int:
-    """Slots the model runs its n-gram tower on: up to the last one used by any row (it trims the rest)."""
+    """Slots the model runs its n-gram tower on: up to the last one used by any row (the rest are trimmed)."""
     used = (batch["ngram_lengths"] > 0).any(0).nonzero()
     return int(used.max()) + 1 if len(used) else 0
 

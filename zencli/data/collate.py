@@ -3,7 +3,9 @@
 Each batch is padded to its own longest sequence L and its own largest slot count M, not to a fixed
 maximum: with mixed lengths most of a fixed-size batch would be padding, and attention costs L².
 (`length` / `n_slots` / `multiple_of` force a size, e.g. to compare with fixed-shape references or to
-round L up for tensor cores.)
+round L up for tensor cores.) So the last slot column is used by some row and a batch without any n-gram
+has M = 0: on a GPU ZenModel relies on this instead of looking for trailing all-padding slots itself,
+which would make the host wait for the device (forced extra slots are then computed, to no effect).
 
 Padding: input_ids with `pad_id`, token types, masks and all n-gram slot columns with 0 (n-gram id 0 is
 the padding row of the table, length 0 makes a slot cover nothing). Keys that are not model inputs are

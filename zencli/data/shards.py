@@ -294,7 +294,8 @@ class PretrainShards:
 
     def get_batch(self, indices: Sequence[int] | np.ndarray) -> dict[str, Any]:
         """The padded batch of tensors `collate([ds[i] for i in indices], pad_id=ds.pad_id)` returns,
-        built from the arrays with one gather per shard and column."""
+        built from the arrays with one gather per shard and column (slots padded to the longest row, as
+        collate pads them)."""
         import torch
 
         idx = np.asarray(indices, np.int64).reshape(-1)

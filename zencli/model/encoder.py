@@ -209,11 +209,20 @@ class ZenModel(nn.Module):
     ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
         """P and the slot tensors, with the work that cannot change the result cut away.
 
-        A batch whose P is all zero adds nothing to any char: the n-gram tower is skipped (P = None).
-        Trailing slots that are padding in every row are dropped: they are masked out of attention
-        (their softmax weight exp(−10000) is exactly 0) and P has no weight on them. Without an n-gram
-        mask (e.g. under the released fine-tuning quirks) padding slots are attended: nothing is trimmed.
+        A batch without slots (M = 0) skips the n-gram tower (P = None). On the CPU, where looking at
+        values is cheap, so does a batch whose P is all zero (it adds nothing to any char), and trailing
+        slots that are padding in every row are dropped: they are masked out of attention (their softmax
+        weight exp(−10000) is exactly 0) and P has no weight on them. Without an n-gram mask (e.g. under
+        the released fine-tuning quirks) padding slots are attended: nothing is trimmed.
+
+        On a GPU those two checks would make the host wait for the device twice a step, so they are left
+        to the host: `collate` and `PretrainShards.get_batch` pad the slots to the batch's longest row
+        (no trailing all-padding slot reaches the model) and give M = 0 to a batch without n-grams. A P
+        that is all zero with slots present (zero-frequency n-grams, `int_cast`) then runs the tower and
+        adds exactly zero.
         """
+        if ngram_ids.shape[1] == 0:  # no slot in the batch (a shape: known on the host); the rest goes unused
+            return None, ngram_ids, types, mask
         if P is None:
             if starts is None or lengths is None:
                 raise ValueError("n-gram slots need ngram_position_matrix or ngram_starts + ngram_lengths")
@@ -223,6 +232,8 @@ class ZenModel(nn.Module):
         trim = mask is not None  # without a mask every slot is attended: trailing padding still matters
         if mask is None:
             mask = torch.ones_like(ngram_ids)
+        if not self._host_reads_are_free(ngram_ids):
+            return P, ngram_ids, types, mask
         if not bool(P.any()):
             return None, ngram_ids, types, mask
         if trim:
@@ -231,3 +242,9 @@ class ZenModel(nn.Module):
             if keep < ngram_ids.shape[1]:
                 P, ngram_ids, types, mask = P[:, :, :keep], ngram_ids[:, :keep], types[:, :keep], mask[:, :keep]
         return P, ngram_ids, types, mask
+
+    @staticmethod
+    def _host_reads_are_free(t: torch.Tensor) -> bool:
+        """Whether reading a value of `t` on the host (`bool(t)`, `int(t)`) is cheap: on the CPU it is; on
+        a GPU it waits for every kernel queued before it (a host sync)."""
+        return t.device.type == "cpu"

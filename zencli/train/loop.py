@@ -100,7 +100,7 @@ from zencli.train.checkpoint import (
     set_rng_state,
 )
 from zencli.train.budget import TimeBudget
-from zencli.train.data import ResumableBatches, to_device
+from zencli.train.data import ResumableBatches, prefetch, to_device
 from zencli.train.optim import (
     build_optimizers,
     clip_grad_norm,
@@ -270,6 +270,7 @@ class _Trainer:
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
         self._plan(s.max_steps)
         self.micro_batch = s.micro_batch_size(ctx.world_size)
+        self.data = prefetch(self.data, s.data_workers, ctx.device)  # batches built ahead in worker processes
         self.data.configure(micro_batch_size=self.micro_batch, rank=ctx.rank, world_size=ctx.world_size)
         self.fp_values = {
             **s.fingerprint_fields(), "precision": self.precision,
@@ -465,6 +466,7 @@ class _Trainer:
             if self.ema is not None:
                 self.model.load_state_dict(self.ema.module.state_dict())
         finally:
+            getattr(batches, "close", lambda: None)()  # ends data worker processes now (errors, Ctrl-C, the end)
             self.progress.close()
             if self.metrics_log is not None:
                 self.metrics_log.close()

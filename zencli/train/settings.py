@@ -62,6 +62,11 @@ class TrainSettings:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = 42
     num_threads: int = 0  # CPU threads per process; 0: torch's default
+    # Worker processes per training process that build batches ahead of the step (into pinned memory, copied
+    # to the GPU asynchronously). auto: 0 on the CPU (batches are built in the training process when the step
+    # asks: workers would take cores from the model), 2 on a GPU. Batches and losses are the same for every
+    # value, so a run may be resumed with another.
+    data_workers: int | Literal["auto"] = "auto"
     find_unused_parameters: bool = False  # DDP: set when some parameters get no gradient in a step
     # output, checkpoints, resume
     output_dir: Path = Path("runs/train")
@@ -105,6 +110,7 @@ class TrainSettings:
         need(self.ema_decay is None or 0 < self.ema_decay < 1, "ema_decay", "a decay in (0, 1) or null")
         need(self.sparse_min_rows >= 1, "sparse_min_rows", "an integer >= 1")
         need(self.num_threads >= 0, "num_threads", "an integer >= 0 (0: torch's default)")
+        need(self.data_workers == "auto" or self.data_workers >= 0, "data_workers", "an integer >= 0 or auto")
         need(self.save_every >= 0, "save_every", "an integer >= 0 (0: only at the end)")
         need(self.keep_last >= 1, "keep_last", "an integer >= 1")
         need(self.log_every >= 1, "log_every", "an integer >= 1")
