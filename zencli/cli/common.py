@@ -9,11 +9,16 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
+
 console = Console(stderr=False)
 err_console = Console(stderr=True)
 
 RECIPE = typer.Option(None, "--recipe", "-r", help="Recipe: a built-in name (see `zen recipe list`) or a YAML file.")
 OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a.b=value (repeatable).")
+WORKDIR_OPTION = typer.Option(
+    None, "--workdir", "-w", show_default=False,
+    help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
 
 
 def write_json_report(path: Path | None, report: dict[str, Any]) -> None:

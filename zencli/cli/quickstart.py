@@ -28,9 +28,9 @@ from typing import Any, Optional
 
 import typer
 
-from zencli.cli.common import console, err_console
+from zencli.cli.common import WORKDIR_OPTION, console, err_console
 from zencli.errors import ZenError
-from zencli.workspace import CORPUS, WORKDIR_OPTION, Workspace
+from zencli.workspace import CORPUS, Workspace
 
 PRETRAIN_SHARE = 0.45  # of --minutes: pretraining's train.max_minutes
 FINETUNE_SHARE = 0.25  # of --minutes: fine-tuning's train.max_minutes
@@ -144,18 +144,20 @@ def _data(step: Step, summary: dict) -> None:
 
 
 def _lexicon(step: Step, ws: Workspace, summary: dict) -> None:
-    from zencli.cli.lexicon import build_workspace_lexicon
+    from zencli.cli.lexicon import print_result
+    from zencli.jobs.lexicon import build_workspace_lexicon
 
     if ws.lexicon_done():
         step.status = "skipped"
-    lex = build_workspace_lexicon(ws)
+    lex = build_workspace_lexicon(ws, console=console, show=print_result)
     summary["lexicon"] = lex
     step.result = f"{lex['ngrams']:,} n-grams, {lex['vocab_size']:,} characters"
     step.outputs = [str(ws.vocab), str(ws.ngram)]
 
 
 def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.pretrain import report, workspace_config
+    from zencli.cli.pretrain import report
+    from zencli.jobs.pretrain import workspace_config
 
     if ws.pretrain_done():
         step.status = "skipped"
@@ -194,7 +196,8 @@ def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
 
 
 def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.finetune import report, workspace_config
+    from zencli.cli.finetune import report
+    from zencli.jobs.finetune import workspace_config
 
     model = ws.finetuned_model(TASK)
     if ws.finetune_done(TASK):
