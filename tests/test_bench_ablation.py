@@ -150,7 +150,7 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     assert facts == {"zen2": ("zen2", "frequency", "ngram"), "zen1": ("zen1", "binary", "char"),
                      "bert": ("bert", None, "char"), "zen2-unweighted": ("zen2", "binary", "ngram"),
                      "zen2-absolute": ("zen1", "frequency", "ngram"), "zen2-charmask": ("zen2", "frequency", "char")}
-    from zencli.cli.pretrain import build_config  # the recipe key the weighting ablation needs
+    from zencli.jobs.pretrain import build_config  # the recipe key the weighting ablation needs
 
     with pytest.raises(ZenError, match=r"model\.ngram_weighting: expected one of 'frequency', 'binary' or null"):
         build_config("pretrain-zh-tiny", ["model.ngram_weighting=int_cast"], {})

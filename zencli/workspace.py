@@ -22,16 +22,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import typer
-
 from zencli.errors import ZenError
 
 DEFAULT_WORKDIR = Path("zen-work")
 ENV_WORKDIR = "ZEN_WORKDIR"
-
-WORKDIR_OPTION = typer.Option(
-    None, "--workdir", "-w", show_default=False,
-    help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
 
 LEXICON_SUMMARY = "lexicon.json"
 PRETRAIN_RESULTS = "results.json"  # zencli.tasks.pretraining.RESULTS_NAME (not imported: it pulls in torch)
@@ -90,9 +84,10 @@ def locate_dataset(name: str, *, console=None) -> Path:
     return Path(locate(name, fetch=True, console=console))
 
 
-def default_corpus(*, console=None) -> tuple[Path, Path]:
-    """(train, held-out) raw text of the default corpus: PD98 raw/train.txt and raw/dev.txt."""
-    raw = locate_dataset(CORPUS, console=console) / "raw"
+def default_corpus(data: Path | None = None, *, console=None) -> tuple[Path, Path]:
+    """(train, held-out) raw text of the default corpus: PD98 raw/train.txt and raw/dev.txt of `data` (its
+    dataset directory), else of the located dataset."""
+    raw = (Path(data) if data is not None else locate_dataset(CORPUS, console=console)) / "raw"
     files = (raw / "train.txt", raw / "dev.txt")
     for path in files:
         if not path.is_file():

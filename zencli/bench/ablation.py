@@ -281,7 +281,7 @@ class Plan:
     def lexicon_config(self):
         """The base pretraining recipe with the corpus set: its data.* keys say how the shared vocab and
         lexicon are built (thresholds, vocabulary size, case)."""
-        from zencli.cli.pretrain import build_config
+        from zencli.jobs.pretrain import build_config
 
         s = self.settings
         return build_config(s.pretrain_recipe, s.pretrain_sets, {
@@ -289,7 +289,7 @@ class Plan:
             "train.output_dir": str(self.lexicon_dir)})
 
     def pretrain_config(self, v: Variant):
-        from zencli.cli.pretrain import build_config
+        from zencli.jobs.pretrain import build_config
 
         if v.pretrain is None:
             raise ValueError(f"variant {v.name} is not pretrained")
@@ -304,7 +304,7 @@ class Plan:
         return build_config(s.pretrain_recipe, s.pretrain_sets, options)
 
     def finetune_config(self, v: Variant, seed: int):
-        from zencli.cli.finetune import build_config
+        from zencli.jobs.finetune import build_config
 
         s = self.settings
         options: dict[str, Any] = {

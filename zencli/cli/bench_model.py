@@ -3,9 +3,12 @@ achieved GFLOP/s against a measured GEMM peak, and the speed and accuracy of bf1
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from zencli.cli.common import console, progress_bar, write_json_report
 
@@ -47,19 +50,26 @@ def model(
     from zencli.bench.model import parse_size, run
 
     size_list = [parse_size(s) for s in _list(sizes)]
-    with progress_bar() as progress:
-        task = progress.add_task("preparing inputs", total=None)
+    with model_progress() as callbacks:
         report = run(sizes=size_list, encoders=_list(encoders),
                      precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw,
                      steps=steps, warmup=warmup, infer_steps=infer_steps, batch=batch, seq_len=seq_len, slots=slots,
                      ngram_rows=ngram_rows, vocab_size=vocab_size, ngram_rate=ngram_rate, text=text, lexicon=lexicon,
                      curve_steps=curve_steps, curve_size=parse_size(curve_size), gemm_size=gemm_size,
-                     threads=threads, seed=seed, device=device,
-                     log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
-                     advance=lambda name: progress.update(task, advance=1, description=name),
-                     on_total=lambda n: progress.update(task, total=n))
+                     threads=threads, seed=seed, device=device, **callbacks)
     print_report(report)
     write_json_report(json_path, report)
+
+
+@contextmanager
+def model_progress(out: Console = console) -> Iterator[dict[str, Callable]]:
+    """The progress bar of a `zencli.bench.model.run` (`zen bench model`, `zen bench gpu`) on `out`: the run's
+    log / advance / on_total callbacks."""
+    with progress_bar(out) as progress:
+        task = progress.add_task("preparing inputs", total=None)
+        yield {"log": lambda s: progress.console.print(f"[dim]{s}[/dim]"),
+               "advance": lambda name: progress.update(task, advance=1, description=name),
+               "on_total": lambda n: progress.update(task, total=n)}
 
 
 def print_report(report: dict) -> None:

@@ -9,11 +9,16 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
+
 console = Console(stderr=False)
 err_console = Console(stderr=True)
 
 RECIPE = typer.Option(None, "--recipe", "-r", help="Recipe: a built-in name (see `zen recipe list`) or a YAML file.")
 OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a.b=value (repeatable).")
+WORKDIR_OPTION = typer.Option(
+    None, "--workdir", "-w", show_default=False,
+    help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
 
 
 def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
@@ -25,9 +30,9 @@ def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
     console.print(f"wrote {path}")
 
 
-def progress_bar():
+def progress_bar(out: Console = console):
     """A transient Rich progress bar for benchmark rounds: description, bar, done/total, elapsed, ETA."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True)
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=out, transient=True)

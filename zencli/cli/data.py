@@ -34,7 +34,7 @@ def pretrain_data(
 
     Run `zen pretrain` later with the same recipe and output directory: it reuses everything made here.
     An interrupted run continues where it stopped (complete shards are kept)."""
-    from zencli.cli.pretrain import build_config
+    from zencli.jobs.pretrain import build_config
     from zencli.data.pretraining import summary_table
     from zencli.tasks.pretraining import prepare
 

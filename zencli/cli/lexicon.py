@@ -10,9 +10,10 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, console
+from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console
 from zencli.errors import ZenError
-from zencli.workspace import WORKDIR_OPTION, Workspace
+from zencli.jobs.lexicon import build_config
+from zencli.workspace import Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
@@ -37,19 +38,11 @@ VOCAB = typer.Option(
 STYLE = typer.Option(None, "--style", help="ngram.txt style: tokens (ZEN 2.0, `北 京,9`) or raw (ZEN 1.0, `北京,9`).")
 
 
-def _config(recipe, overrides, **options):
-    """Recipe (or defaults) < --set overrides < plain options; validated like a recipe."""
-    from zencli.config.loading import build_job_config
-    from zencli.config.schema import LexiconConfig
-
-    return build_job_config(LexiconConfig, "lexicon", recipe, overrides, options)
-
-
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def _print_result(result, output: Path) -> None:
+def print_result(result, output: Path) -> None:
     from rich.table import Table
 
     corpus = result.corpus
@@ -110,56 +103,10 @@ def default(
             raise ZenError(f"--workdir/--workers/--overwrite before `{ctx.invoked_subcommand}` belong to bare "
                            f"`zen lexicon`; give the subcommand's own options after its name")
         return
-    build_workspace_lexicon(Workspace.at(workdir), workers=workers, overwrite=overwrite)
+    from zencli.jobs.lexicon import build_workspace_lexicon
 
-
-def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwrite: bool = False) -> dict:
-    """The default pipeline's first step: the character vocabulary (as `zen pretrain` would build it) and the
-    PMI lexicon (recipe lexicon-zh-pd98) of the default corpus's training text, into WORK/lexicon; then
-    lexicon.json, the summary whose presence marks the step finished. A finished step is not redone unless
-    `overwrite`. Returns the summary."""
-    import json
-    import time
-
-    from zencli.atomic_write import atomic_write_text
-    from zencli.lexicon.extract import build as run_build
-    from zencli.text.vocab import write_sidecar
-    from zencli.text.vocab_build import build_vocab
-    from zencli.workspace import LEXICON_RECIPE, default_corpus
-
-    if ws.lexicon_done() and not overwrite:
-        summary = json.loads(ws.lexicon_summary.read_text(encoding="utf-8"))
-        console.print(f"lexicon: already built ({summary['ngrams']:,} n-grams, {summary['vocab_size']:,} "
-                      f"characters) in {ws.lexicon_dir}; --overwrite builds it again", markup=False, highlight=False,
-                      soft_wrap=True)
-        return summary
-    train, _ = default_corpus(console=console)
-    ws.lexicon_summary.unlink(missing_ok=True)  # unfinished until written again
-    ws.lexicon_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    built = build_vocab([train], language="zh", min_freq=1, lowercase=True)
-    built.vocab.save(ws.vocab)
-    write_sidecar(ws.vocab, built.info)
-    vocab_s = time.perf_counter() - t0
-    console.print(f"vocab: {len(built.vocab):,} tokens (every character of {train}), coverage "
-                  f"{built.info['coverage']:.2%}, {vocab_s:.1f} s → {ws.vocab}", markup=False, highlight=False,
-                  soft_wrap=True)
-    cfg = _config(LEXICON_RECIPE, [], output=ws.ngram, corpus=[str(train)], workers=workers)
-    result = run_build(cfg, console=console)
-    _print_result(result, cfg.output)
-    summary = {
-        "corpus": str(train), "vocab": str(ws.vocab), "vocab_size": len(built.vocab),
-        "vocab_coverage": built.info["coverage"], "ngram": str(ws.ngram), "ngrams": len(result.lexicon),
-        "ngrams_per_length": {str(n): row["selected"] for n, row in sorted(result.per_length.items())
-                              if n >= result.settings["min_n"]},
-        "settings": {k: result.settings[k] for k in ("min_n", "max_n", "min_freq", "min_pmi", "style")},
-        "corpus_chars": result.corpus["chars"], "corpus_lines": result.corpus["lines"],
-        "seconds": {"vocab": round(vocab_s, 3), "lexicon": round(result.times.get("total", 0.0), 3)},
-    }
-    atomic_write_text(ws.lexicon_summary, json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
-    console.print(f"wrote {ws.vocab}, {ws.ngram} (+ .json sidecars) and {ws.lexicon_summary}; next: "
-                  f"`{ws.command('pretrain')}`", markup=False, highlight=False, soft_wrap=True)
-    return summary
+    build_workspace_lexicon(Workspace.at(workdir), workers=workers, overwrite=overwrite, console=console,
+                            show=print_result)
 
 
 @app.command()
@@ -181,11 +128,11 @@ def build(
     from zencli.lexicon.extract import build as run_build
     from zencli.lexicon.extract import sidecar_path
 
-    cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
+    cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
                   min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
                   corpus=[str(p) for p in corpus] if corpus else None)
     result = run_build(cfg, console=console)
-    _print_result(result, cfg.output)
+    print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
 
 
@@ -205,7 +152,7 @@ def count(
 
     from zencli.lexicon.extract import count as run_count
 
-    cfg = _config(recipe, overrides, language=language, max_n=max_n, workers=workers, vocab=vocab)
+    cfg = build_config(recipe, overrides, language=language, max_n=max_n, workers=workers, vocab=vocab)
     run, memory = run_count(cfg, shards, output, console=console)
     console.print(f"counts → {output}", soft_wrap=True)
     t = Table(title="counting", show_header=False)
@@ -236,10 +183,10 @@ def merge(
     from zencli.lexicon.extract import merge as run_merge
     from zencli.lexicon.extract import sidecar_path
 
-    cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
+    cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
                   min_n=min_n, max_n=max_n, style=style)
     result = run_merge(cfg, counts, console=console)
-    _print_result(result, cfg.output)
+    print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
 
 

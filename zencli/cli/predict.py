@@ -13,8 +13,9 @@ from typing import Optional
 
 import typer
 
+from zencli.cli.common import WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
-from zencli.workspace import WORKDIR_OPTION, Workspace
+from zencli.workspace import Workspace
 
 
 def resolve_model(model: Optional[Path], model_option: Optional[Path], workdir: Optional[Path]) -> Path:
@@ -69,8 +70,6 @@ def predict(
     loaded = load_task_model(path, device=dev)
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
         from rich.markup import escape
-
-        from zencli.cli.common import err_console
 
         err_console.print(f"predict: {loaded.task.name} model {escape(str(path))}", highlight=False, soft_wrap=True)
     fmt = loaded.task.check_format(fmt)

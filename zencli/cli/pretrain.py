@@ -8,21 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
+from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console
 from zencli.errors import ZenError
-from zencli.workspace import WORKDIR_OPTION, Workspace
-
-
-def build_config(recipe: str | None, overrides: list[str], options: dict[str, Any]):
-    """Recipe (or the defaults) < --set overrides < command-line options, validated once."""
-    from zencli.config.loading import build_job_config
-    from zencli.config.pretrain import PretrainConfig
-
-    return build_job_config(PretrainConfig, "pretrain", recipe, overrides, options)
+from zencli.jobs.pretrain import build_config, workspace_config
+from zencli.workspace import Workspace
 
 
 def uses_workspace(recipe: str | None, overrides: list[str]) -> bool:
@@ -31,19 +23,6 @@ def uses_workspace(recipe: str | None, overrides: list[str]) -> bool:
     from zencli.workspace import overridden
 
     return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
-
-
-def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any], *, console=None):
-    """The settings of `zen pretrain` on the defaults chain: recipe pretrain-zh-tiny on the default corpus
-    (PD98 raw train, held-out dev) with the workspace's vocab.txt / ngram.txt, writing WORK/pretrain;
-    `--set` overrides and options still win."""
-    from zencli.workspace import PRETRAIN_RECIPE, as_overrides, default_corpus
-
-    vocab, ngram = ws.require_lexicon()
-    train, heldout = default_corpus(console=console)
-    defaults: dict[str, Any] = {"data.corpus": [train], "data.heldout": [heldout], "data.vocab": vocab,
-                                "data.ngram": ngram, "data.build_missing": False, "train.output_dir": ws.pretrain_dir}
-    return build_config(PRETRAIN_RECIPE, [*as_overrides(defaults), *overrides], options)
 
 
 def pretrain(

@@ -28,9 +28,10 @@ from typing import Any, Optional
 
 import typer
 
-from zencli.cli.common import console, err_console
+from zencli import formatting as fmt
+from zencli.cli.common import WORKDIR_OPTION, console, err_console
 from zencli.errors import ZenError
-from zencli.workspace import CORPUS, WORKDIR_OPTION, Workspace
+from zencli.workspace import CORPUS, Workspace
 
 PRETRAIN_SHARE = 0.45  # of --minutes: pretraining's train.max_minutes
 FINETUNE_SHARE = 0.25  # of --minutes: fine-tuning's train.max_minutes
@@ -144,18 +145,20 @@ def _data(step: Step, summary: dict) -> None:
 
 
 def _lexicon(step: Step, ws: Workspace, summary: dict) -> None:
-    from zencli.cli.lexicon import build_workspace_lexicon
+    from zencli.cli.lexicon import print_result
+    from zencli.jobs.lexicon import build_workspace_lexicon
 
     if ws.lexicon_done():
         step.status = "skipped"
-    lex = build_workspace_lexicon(ws)
+    lex = build_workspace_lexicon(ws, console=console, show=print_result)
     summary["lexicon"] = lex
     step.result = f"{lex['ngrams']:,} n-grams, {lex['vocab_size']:,} characters"
     step.outputs = [str(ws.vocab), str(ws.ngram)]
 
 
 def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.pretrain import report, workspace_config
+    from zencli.cli.pretrain import report
+    from zencli.jobs.pretrain import workspace_config
 
     if ws.pretrain_done():
         step.status = "skipped"
@@ -187,14 +190,16 @@ def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
         "seconds_per_step": per_step if per_step is not None else _previous(summary, "pretrain", "seconds_per_step"),
     }
     p = summary["pretrain"]
-    step.result = (f"{_n(p['steps'])} steps · train loss {_f(p['loss_start'])} → {_f(p['loss_end'])} · held-out "
-                   f"MLM loss {_f(p['heldout_mlm_loss_start'])} → {_f(p['heldout_mlm_loss_end'])}, masked-char acc "
-                   f"{_f(p['heldout_masked_acc'])} (unigram {_f(p['baseline_masked_acc'])})")
+    n = fmt.number
+    step.result = (f"{fmt.count(p['steps'])} steps · train loss {n(p['loss_start'])} → {n(p['loss_end'])} · "
+                   f"held-out MLM loss {n(p['heldout_mlm_loss_start'])} → {n(p['heldout_mlm_loss_end'])}, masked-char acc "
+                   f"{n(p['heldout_masked_acc'])} (unigram {n(p['baseline_masked_acc'])})")
     step.outputs = [str(ws.pretrained_model), str(ws.pretrain_dir / "results.json")]
 
 
 def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.finetune import report, workspace_config
+    from zencli.cli.finetune import report
+    from zencli.jobs.finetune import workspace_config
 
     model = ws.finetuned_model(TASK)
     if ws.finetune_done(TASK):
@@ -218,7 +223,7 @@ def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
         "seconds_per_step": per_step if per_step is not None else _previous(summary, "finetune", "seconds_per_step"),
     }
     f = summary["finetune"]
-    step.result = f"{_n(f['steps'])} steps · dev F1 {_pct(f['dev_f1'])}"
+    step.result = f"{fmt.count(f['steps'])} steps · dev F1 {fmt.percent(f['dev_f1'])}"
     step.outputs = [str(model)]
 
 
@@ -243,7 +248,7 @@ def _evaluate(step: Step, ws: Workspace, test: Path, summary: dict) -> None:
     summary["ner_test"] = {k: report.get(k) for k in ("precision", "recall", "f1")}
     summary["ner_test"]["per_type"] = report.get("per_type")
     t = summary["ner_test"]
-    step.result = f"test P {_pct(t['precision'])} · R {_pct(t['recall'])} · F1 {_pct(t['f1'])}"
+    step.result = f"test P {fmt.percent(t['precision'])} · R {fmt.percent(t['recall'])} · F1 {fmt.percent(t['f1'])}"
     step.outputs = [str(scores_path)]
 
 
@@ -304,22 +309,6 @@ def _previous(summary: dict, section: str, key: str) -> Any:
     return (old.get(section) or {}).get(key)
 
 
-def _f(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
-
-
-def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.2f}"
-
-
-def _n(v: int | None) -> str:
-    return "n/a" if v is None else f"{v:,}"
-
-
-def _secs(s: float) -> str:
-    return f"{s:,.0f} s" if s >= 10 else f"{s:.1f} s"
-
-
 def _short(ws: Workspace, path: str) -> str:
     """A path inside the workspace relative to it (the table's title names the workspace)."""
     try:
@@ -338,11 +327,12 @@ def _print_summary(ws: Workspace, steps: list[Step], summary: dict) -> None:
         t.add_column(col, justify="right" if col == "time" else "left", overflow="fold")
     for s in steps:
         if s.status == "skipped":
-            took = "skipped" + (f" (ran {_secs(s.ran_seconds)})" if s.ran_seconds else "")
+            took = "skipped" + (f" (ran {fmt.seconds(s.ran_seconds)})" if s.ran_seconds else "")
         else:
-            took = _secs(s.seconds)
+            took = fmt.seconds(s.seconds)
         t.add_row(s.name, took, escape(s.result), escape("\n".join(_short(ws, p) for p in s.outputs)))
-    t.add_row("total", _secs(summary["seconds"]), "", escape(_short(ws, str(ws.quickstart_json))), end_section=True)
+    t.add_row("total", fmt.seconds(summary["seconds"]), "", escape(_short(ws, str(ws.quickstart_json))),
+              end_section=True)
     console.print(t)
     speed = []
     for name in ("pretrain", "finetune"):
