@@ -190,3 +190,14 @@ def test_refit_grows_the_plan_when_steps_get_faster(clock):
         clock.now += 0.1
         b.record_step(0.1, False)
     assert not b.refit(49, eval_seconds=0.0, eval_every=50) and b.total_steps == grown
+
+
+def test_resuming_a_run_stopped_by_the_clock_trains_no_more(tmp_path, clock):
+    """A run the hard stop ended before its plan: its last checkpoint has used the budget, so resuming it
+    (e.g. to export a model) must not train one more step past the budget."""
+    slowing = timed_loss(clock, lambda n: 0.02 if n <= 12 else 0.5)  # calibrated fast, then 25× slower
+    _, first = run(tmp_path, loss_fn=slowing, max_steps=100_000, max_minutes=0.05, save_every=0)
+    assert first.step < first.planned_steps  # stopped by the clock
+    _, again = run(tmp_path, loss_fn=timed_loss(clock, lambda n: 0.5), max_steps=100_000, max_minutes=0.05,
+                   save_every=0)
+    assert again.start_step == first.step and again.step == first.step

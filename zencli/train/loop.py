@@ -397,7 +397,9 @@ class _Trainer:
         window = _Window(start_step + 1)
         batches = iter(self.data)
         try:
-            done = step >= self.total_steps or self.stopped_early
+            # a resumed run whose budget (earlier invocations' time included) is already used up trains no more
+            spent = self.budget is not None and start_step > 0 and D.broadcast_object(self.budget.spent(), ctx)
+            done = step >= self.total_steps or self.stopped_early or spent
             while not done:
                 step_t0 = time.perf_counter()
                 factor = self.schedule.factor(step)
