@@ -33,6 +33,8 @@ from zencli.model.pretraining import ZenForPreTraining
 from zencli.text.vocab import Vocab
 
 EVAL_SAMPLING_SEED = 0  # held-out replacements: the same draws at every evaluation
+SLOT_INPUTS = ("ngram_ids", "ngram_starts", "ngram_lengths", "ngram_freqs", "ngram_token_type_ids",
+               "ngram_attention_mask")  # ZenModel.forward's n-gram slot inputs, each [B,M]
 
 
 class CorruptedNgramSlots:
@@ -48,17 +50,19 @@ class CorruptedNgramSlots:
     def __call__(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor,
                  attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
         real = attention_mask.bool()
-        n_tok = real.sum(1)  # [B]
-        seg_a = (real & (token_type_ids == 0)).sum(1)  # [B] tokens of [CLS] A [SEP]
-        host = torch.stack([n_tok, seg_a]).cpu().numpy()  # one device → host copy for both
-        ids = input_ids.cpu().numpy()  # [B,L]
+        n_tok = real.sum(1, keepdim=True)  # [B,1]
+        seg_a = (real & (token_type_ids == 0)).sum(1, keepdim=True)  # [B,1] tokens of [CLS] A [SEP]
+        host = torch.cat([input_ids, n_tok, seg_a], 1).cpu().numpy()  # one device → host copy: [B,L+2]
+        ids, n_tok, seg_a = host[:, :-2], host[:, -2], host[:, -1]
         rng = np.random.default_rng(int(torch.randint(0, 2**62, ()))) if self.draws else None
-        slots = self.featurizer.slots_of_padded(ids, host[0], host[1] - 2, rng).padded()  # [B,M] each
-        mask = slots.pop("ngram_mask")
-        slots["ngram_token_type_ids"] = (slots["ngram_starts"] >= host[1][:, None]) & (mask == 1)
-        slots["ngram_attention_mask"] = mask
-        device = input_ids.device
-        return {k: torch.from_numpy(v.astype(np.int64)).to(device) for k, v in slots.items()}
+        slots = self.featurizer.slots_of_padded(ids, n_tok, seg_a - 2, rng).padded()  # [B,M] each
+        mask = slots["ngram_mask"]
+        types = (slots["ngram_starts"] >= seg_a[:, None]) & (mask == 1)
+        # one host → device copy: [6,B,M]
+        cols = np.stack([slots["ngram_ids"], slots["ngram_starts"], slots["ngram_lengths"], slots["ngram_freqs"],
+                         types, mask]).astype(np.int64)
+        out = torch.from_numpy(cols).to(input_ids.device)
+        return dict(zip(SLOT_INPUTS, out.unbind(0)))
 
 
 def corrupted_slots(shards: PretrainShards, vocab: Vocab, lexicon: Any) -> CorruptedNgramSlots:
