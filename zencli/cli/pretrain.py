@@ -1,4 +1,4 @@
-"""`zen pretrain`: MLM + NSP pretraining from raw text (zencli.tasks.pretraining does the work).
+"""`zen pretrain`: MLM + NSP (or replaced-token detection) pretraining from raw text (zencli.tasks.pretraining does the work).
 
 Without --recipe it is the default pipeline's second step: the tiny recipe (pretrain-zh-tiny) on the
 default corpus (PD98 raw train, held-out dev) with the workspace's vocabulary and lexicon from `zen lexicon`,
@@ -43,7 +43,8 @@ def pretrain(
     workdir: Path | None = WORKDIR_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
-    """Pretrain a ZEN 2.0 / ZEN 1.0 / BERT encoder with masked language modelling + next sentence prediction.
+    """Pretrain a ZEN 2.0 / ZEN 1.0 / BERT encoder with masked language modelling + next sentence prediction
+    (or, with `objective: rtd`, as the discriminator of ELECTRA's replaced-token detection).
 
     Builds a missing vocabulary and lexicon (data.build_missing), makes the pretraining shards, trains
     (checkpoints, resume, DDP), evaluates on held-out text against a unigram baseline, and writes
@@ -108,8 +109,13 @@ def report(result, ws: Workspace | None = None) -> None:
     h = r.get("heldout") or {}
     if h.get("final") and h.get("baseline"):
         gain = h["final"]["masked_acc"] - h["baseline"]["masked_acc"]
-        console.print(f"held-out masked-char accuracy {h['final']['masked_acc']:.4f} vs unigram baseline "
+        whose = " (generator)" if r.get("objective") == "rtd" else ""
+        console.print(f"held-out masked-char accuracy{whose} {h['final']['masked_acc']:.4f} vs unigram baseline "
                       f"{h['baseline']['masked_acc']:.4f} ({gain:+.4f})", highlight=False)
+    if h.get("final") and r.get("objective") == "rtd":
+        f = h["final"]
+        console.print(f"held-out replaced-token detection: accuracy {f['rtd_acc']:.4f} (always \"original\": "
+                      f"{1 - f['replaced']:.4f}), AUC {f['rtd_auc']:.4f}", highlight=False)
     resumed = f", resumed at step {result.start_step}" if result.start_step else ""
     rate = f", {result.tokens_per_s:,.0f} tokens/s" if result.tokens_per_s else ""
     console.print(f"trained {result.step} steps{resumed} in {result.elapsed_s:.1f} s{rate}; model: "

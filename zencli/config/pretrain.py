@@ -2,9 +2,11 @@
 
     job: pretrain
     language: zh                 # zh: character vocabulary; ar: WordPiece (what a built vocab/lexicon uses)
+    objective: mlm               # mlm: masked LM (+ NSP); rtd: replaced-token detection (ELECTRA)
     data:    {corpus: [...], heldout: [...], vocab, ngram, build_missing, max_seq_len, ...}   # DataSection
     masking: {scheme: ngram, segmenter: lexicon, rate: 0.15}                                 # MaskingSection
     model:   {encoder: zen2, hidden_size, num_hidden_layers, ...}                            # ModelSection
+    rtd:     {generator_size: 0.25, discriminator_weight: 50, nsp: true}   # RtdSection (objective rtd)
     init:    {pretrained: DIR | null}                                                        # InitSection
     train:   {lr: 1e-4, warmup_steps, max_steps, batch_size, output_dir, ...}                # TrainSettings
 
@@ -144,6 +146,26 @@ class ModelSection:
 
 
 @dataclass
+class RtdSection:
+    """Replaced-token detection (ELECTRA; `objective: rtd`, zencli.model.electra): a small generator fills
+    the masked positions with samples of its MLM softmax, and the encoder (the discriminator, the model
+    the run saves) learns to tell, for every token, whether it was replaced."""
+
+    # Generator width as a fraction of the encoder's (ELECTRA: 1/4-1/3): this fraction of the attention
+    # heads (at least one) at the same head size; the same depth; no n-gram side.
+    generator_size: float = 0.25
+    discriminator_weight: float = 50.0  # λ in loss = generator MLM loss + λ · discriminator loss (ELECTRA: 50)
+    nsp: bool = True  # next sentence prediction on the discriminator's pooled output (ELECTRA: none)
+
+    def validate(self) -> None:
+        if not 0.0 < self.generator_size <= 1.0:
+            raise ZenError(f"generator_size: expected a fraction of the encoder's width in (0, 1], "
+                           f"got {self.generator_size}")
+        if not self.discriminator_weight > 0.0:
+            raise ZenError(f"discriminator_weight: expected a weight > 0, got {self.discriminator_weight}")
+
+
+@dataclass
 class InitSection:
     """Where the weights start: null = from scratch (seeded by train.seed); a zen model directory, a
     released ZEN 1.0/2.0 directory, or a BERT(-Chinese) checkpoint directory (continue pretraining: its
@@ -166,9 +188,11 @@ class PretrainTrainSettings(TrainSettings):
 class PretrainConfig:
     job: Literal["pretrain"] = "pretrain"
     language: Language = "zh"
+    objective: Literal["mlm", "rtd"] = "mlm"
     data: DataSection = field(default_factory=DataSection)
     masking: MaskingSection = field(default_factory=MaskingSection)
     model: ModelSection = field(default_factory=ModelSection)
+    rtd: RtdSection = field(default_factory=RtdSection)
     init: InitSection = field(default_factory=InitSection)
     train: PretrainTrainSettings = field(default_factory=PretrainTrainSettings)
 
@@ -177,6 +201,8 @@ class PretrainConfig:
         if m.encoder != "zen2" and self.init.pretrained is None and m.max_position_embeddings < d.max_seq_len:
             raise ZenError(f"model.max_position_embeddings: {m.encoder} has absolute positions, so it must "
                            f"cover data.max_seq_len ({d.max_seq_len}), got {m.max_position_embeddings}")
+        if self.objective != "rtd" and self.rtd != RtdSection():
+            raise ZenError("rtd: only used by objective: rtd; set objective: rtd or remove the rtd section")
         if self.masking.scheme == "char" and self.masking.segmenter.strip() != "lexicon":
             raise ZenError(f"masking.segmenter: only used by masking.scheme ngram; remove it for char masking "
                            f"(got {self.masking.segmenter!r})")

@@ -204,6 +204,19 @@ class NgramFeaturizer:
             records.append(rec)
         return records
 
+    def slots_of_padded(self, ids: np.ndarray, n_tok: np.ndarray, len_a: np.ndarray,
+                        rng: np.random.Generator | None = None) -> Matches:
+        """The slots of whole sequences `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` laid out in a padded
+        [B, W] id array (n_tok[i] tokens, len(A) = len_a[i]): the same slots, in the same order, that
+        `featurize_batch` gives for those segments. For sequences made in the training step (replaced-token
+        detection matches the text its discriminator sees, after sampling); nothing is blocked. `rng`: the
+        ZEN 1.0 released rules' draws (None: this featurizer's own generator)."""
+        n_tok = np.asarray(n_tok, np.int64).reshape(-1)
+        len_a = np.asarray(len_a, np.int64).reshape(-1)
+        offsets = np.zeros(len(n_tok) + 1, np.int64)
+        np.cumsum(n_tok, out=offsets[1:])
+        return self._select(self.matcher.match_batch(ids, n_tok), len_a, n_tok, offsets, None, rng=rng)
+
     # ------------------------------------------------------------------ internals
 
     def _concatenate(self, a: Sequence[TokenIds], b: Sequence[TokenIds | None] | None, has_b: np.ndarray) -> np.ndarray:
@@ -230,6 +243,7 @@ class NgramFeaturizer:
         offsets: np.ndarray,
         blocked: Sequence[np.ndarray | None] | None,
         excluded: Sequence[np.ndarray | None] | None = None,
+        rng: np.random.Generator | None = None,
     ) -> Matches:
         """Drop matches touching specials / crossing A|B / covering blocked positions / of excluded ids, then
         apply the rules."""
@@ -246,7 +260,8 @@ class NgramFeaturizer:
         m = m.take(np.flatnonzero(keep))
 
         if self.rules == "released":
-            m = select_released(m, self.released_version, self.max_seq_len, self.max_ngram_in_seq, self._rng)
+            m = select_released(m, self.released_version, self.max_seq_len, self.max_ngram_in_seq,
+                                rng or self._rng)
             if self.max_ngrams is not None:
                 m = m.take(np.flatnonzero(_rank_in_group(m.seq, m.n_seqs) < self.max_ngrams))
             return m

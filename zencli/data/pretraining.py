@@ -318,6 +318,16 @@ class _WorkerConfig:
     fingerprint: str
 
 
+def slot_featurizer(vocab: Vocab, lexicon: Lexicon | NgramMatcher, settings: PretrainDataSettings,
+                    seed: int = 0) -> NgramFeaturizer:
+    """The featurizer that fills a pretraining example's n-gram slots: the settings' rules and cap."""
+    s = settings
+    return NgramFeaturizer(vocab, lexicon, rules=s.ngram_rules,  # type: ignore[arg-type]
+                           max_ngrams=s.max_seq_len if s.max_ngrams is None else s.max_ngrams,
+                           max_seq_len=s.max_seq_len, max_len=MATCH_MAX_N, released_version=s.released_version,
+                           seed=seed)
+
+
 class ExampleMaker:
     """Turns the documents of one part into the columns of one shard (see the module docstring)."""
 
@@ -351,12 +361,8 @@ class ExampleMaker:
         s = self.settings
         rng = np.random.default_rng(list(seeds))
         pairs = make_pairs(docs, s.max_seq_len, rng, s.short_seq_prob)
-        featurizer = NgramFeaturizer(
-            self.vocab, self.matcher, rules=s.ngram_rules,  # type: ignore[arg-type]
-            max_ngrams=s.max_seq_len if s.max_ngrams is None else s.max_ngrams,
-            max_seq_len=s.max_seq_len, released_version=s.released_version,
-            seed=int(np.random.SeedSequence([*seeds, 1]).generate_state(1)[0]),
-        )
+        featurizer = slot_featurizer(self.vocab, self.matcher, s,
+                                     seed=int(np.random.SeedSequence([*seeds, 1]).generate_state(1)[0]))
         n_ex = len(pairs)
         L = s.max_seq_len
         input_ids = np.full((n_ex, L), self.pad_id, self.dtype)

@@ -109,3 +109,29 @@ def score_classification(
     correct = sum(pairs[(c, c)] for c in label_set)
     unknown = sum(n for p, n in pred_count.items() if p not in known)
     return ClassificationResult(correct, len(gold), per_class, confusion, unknown)
+
+
+def roc_auc(scores: Any, labels: Any) -> float | None:
+    """Area under the ROC curve of binary `labels` (1 = positive) ranked by `scores` (higher = more
+    positive): the probability that a random positive scores above a random negative, ties counting
+    half (the Mann-Whitney U statistic over average ranks; scikit-learn's `roc_auc_score`). None when
+    one class is absent (the AUC is undefined)."""
+    import numpy as np
+
+    s = np.asarray(scores, np.float64).reshape(-1)
+    y = np.asarray(labels).reshape(-1).astype(bool)
+    if s.shape != y.shape:
+        raise ValueError(f"{len(s)} scores but {len(y)} labels")
+    n_pos = int(y.sum())
+    n_neg = len(y) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(s, kind="stable")
+    sorted_s = s[order]
+    # Average rank (1-based) of each run of equal scores.
+    starts = np.flatnonzero(np.concatenate([[True], sorted_s[1:] != sorted_s[:-1]]))
+    ends = np.concatenate([starts[1:], [len(s)]])
+    avg = (starts + ends + 1) / 2.0  # mean of ranks starts+1 .. ends
+    ranks = np.empty(len(s), np.float64)
+    ranks[order] = np.repeat(avg, ends - starts)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))

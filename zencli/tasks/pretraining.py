@@ -1,4 +1,5 @@
-"""Pretraining (MLM + NSP): the objective, held-out evaluation, and the `zen pretrain` pipeline.
+"""Pretraining (MLM + NSP, or replaced-token detection): the objective, held-out evaluation, and the
+`zen pretrain` pipeline.
 
     result = run_pretrain(cfg)          # cfg: PretrainConfig (a recipe)
 
@@ -11,7 +12,9 @@ Stages, each skipped when its output is already there:
    shards with the same fingerprint are reused);
 3. training: ZenForPreTraining from scratch or from `init.pretrained`, with the shared loop
    (`zencli.train`): checkpoints, resume, DDP, progress, metrics.jsonl. Every `train.eval_every` steps
-   (and at the end) the held-out examples are scored: MLM loss, masked-char accuracy, NSP accuracy;
+   (and at the end) the held-out examples are scored: MLM loss, masked-char accuracy, NSP accuracy.
+   `objective: rtd` trains the same encoder as the discriminator of replaced-token detection (ELECTRA,
+   `zencli.tasks.rtd`) on the same shards; the held-out scores add its detection accuracy and AUC;
 4. OUT/model (a zen model directory with vocab.txt and ngram.txt) and OUT/results.json.
 
 Output directory:
@@ -130,27 +133,39 @@ def _on(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch
     return {k: v.to(device) for k, v in batch.items()}
 
 
+def add_mlm_sums(sums: dict[str, float], mlm_logits: torch.Tensor, batch: dict[str, torch.Tensor],
+                 mask_id: int) -> None:
+    """Add a batch's MLM loss and accuracy sums (all targets, and [MASK]-shown targets) to `sums`."""
+    labels = batch["mlm_labels"]
+    where = labels != IGNORE_INDEX
+    targets = labels[where]  # [N]
+    shown_mask = batch["input_ids"][where] == mask_id  # [N]
+    ok = mlm_logits.argmax(-1) == targets
+    for key, value in (("mlm_loss", F.cross_entropy(mlm_logits.float(), targets, reduction="sum").item()),
+                       ("mlm_ok", ok.sum().item()), ("mlm_n", targets.numel()),
+                       ("masked_ok", (ok & shown_mask).sum().item()), ("masked_n", shown_mask.sum().item())):
+        sums[key] = sums.get(key, 0.0) + value
+
+
+def mlm_scores(sums: dict[str, float]) -> dict[str, float]:
+    """mlm_loss, mlm_acc, masked_acc from `add_mlm_sums`'s sums."""
+    n = max(sums.get("mlm_n", 0.0), 1.0)
+    return {"mlm_loss": sums.get("mlm_loss", 0.0) / n, "mlm_acc": sums.get("mlm_ok", 0.0) / n,
+            "masked_acc": sums.get("masked_ok", 0.0) / max(sums.get("masked_n", 0.0), 1.0)}
+
+
 @torch.no_grad()
 def evaluate(model: ZenForPreTraining, heldout: HeldoutSet) -> dict[str, float]:
     """MLM loss and accuracies (all targets, and [MASK]-shown targets), NSP loss and accuracy."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    sums = dict.fromkeys(("mlm_loss", "mlm_ok", "mlm_n", "masked_ok", "masked_n", "nsp_loss", "nsp_ok", "nsp_n"), 0.0)
+    sums = dict.fromkeys(("nsp_loss", "nsp_ok", "nsp_n"), 0.0)
     try:
         for batch in heldout.batches():
             batch = _on(batch, device)
             out = model(**batch)
-            labels = batch["mlm_labels"]
-            where = labels != IGNORE_INDEX
-            targets = labels[where]  # [N]
-            shown_mask = batch["input_ids"][where] == heldout.mask_id  # [N]
-            ok = out.mlm_logits.argmax(-1) == targets
-            sums["mlm_loss"] += F.cross_entropy(out.mlm_logits.float(), targets, reduction="sum").item()
-            sums["mlm_ok"] += ok.sum().item()
-            sums["mlm_n"] += targets.numel()
-            sums["masked_ok"] += (ok & shown_mask).sum().item()
-            sums["masked_n"] += shown_mask.sum().item()
+            add_mlm_sums(sums, out.mlm_logits, batch, heldout.mask_id)
             nsp = batch["nsp_labels"]
             sums["nsp_loss"] += F.cross_entropy(out.nsp_logits.float(), nsp, reduction="sum").item()
             sums["nsp_ok"] += (out.nsp_logits.argmax(-1) == nsp).sum().item()
@@ -158,9 +173,7 @@ def evaluate(model: ZenForPreTraining, heldout: HeldoutSet) -> dict[str, float]:
     finally:
         model.train(was_training)
     return {
-        "mlm_loss": sums["mlm_loss"] / max(sums["mlm_n"], 1),
-        "mlm_acc": sums["mlm_ok"] / max(sums["mlm_n"], 1),
-        "masked_acc": sums["masked_ok"] / max(sums["masked_n"], 1),
+        **mlm_scores(sums),
         "nsp_loss": sums["nsp_loss"] / max(sums["nsp_n"], 1),
         "nsp_acc": sums["nsp_ok"] / max(sums["nsp_n"], 1),
     }
@@ -264,9 +277,12 @@ def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
     data = to_dict(cfg.data)
     for key in ("workers", "heldout_examples", "eval_batch_size"):
         data.pop(key)
-    return {"language": cfg.language, "data": data, "masking": to_dict(cfg.masking), "model": to_dict(cfg.model),
+    plan = {"language": cfg.language, "data": data, "masking": to_dict(cfg.masking), "model": to_dict(cfg.model),
             "init": to_dict(cfg.init), "train": {**to_dict(cfg.train.fingerprint_fields()),
-                                                 "precision": cfg.train.precision}}
+                                                "precision": cfg.train.precision}}
+    if cfg.objective != "mlm":  # only then, so MLM runs made before objectives existed keep their plan
+        plan.update(objective=cfg.objective, rtd=to_dict(cfg.rtd))
+    return plan
 
 
 def _first_difference(old: Any, new: Any, prefix: str = "") -> str | None:
@@ -501,6 +517,17 @@ def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int, n_ngra
     return model, notes
 
 
+def _rtd_objective(cfg: PretrainConfig, model: ZenForPreTraining, shards: PretrainShards, vocab: Any, lexicon: Any,
+                   notes: list[str]):
+    """(model, loss_fn, eval_fn) of replaced-token detection around `model` (see zencli.tasks.rtd)."""
+    from zencli.tasks import rtd
+
+    slots = rtd.corrupted_slots(shards, vocab, lexicon)
+    model = rtd.build_rtd_model(cfg, model, vocab)
+    notes.append(rtd.describe(model))
+    return model, rtd.rtd_loss_fn(slots, cfg.rtd.nsp), lambda m, heldout: rtd.evaluate_rtd(m, heldout, slots, cfg.rtd.nsp)
+
+
 @dataclass
 class PretrainResult:
     output_dir: Path
@@ -584,6 +611,10 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
         model, notes = build_model(cfg, prepared, len(vocab), len(lexicon))
         if model.config.has_ngrams:
             s.find_unused_parameters = True  # DDP: a batch without n-grams leaves the n-gram side without gradient
+        loss_fn, eval_fn = pretraining_loss, evaluate
+        if cfg.objective == "rtd":
+            model, loss_fn, eval_fn = _rtd_objective(cfg, model, shards, vocab, lexicon, notes)
+            s.find_unused_parameters = True  # DDP: the discriminator's MLM head is not trained
         s.validate()
         for note in notes:
             say(f"note: {note}")
@@ -607,7 +638,7 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
             if fresh:
                 model.to(ctx.device)
                 with autocast(precision, ctx.device):
-                    initial = evaluate(model, heldout)
+                    initial = eval_fn(model, heldout)
                 say("eval @ step 0: " + " · ".join(f"{k} {v:.4f}" for k, v in initial.items()))
 
         last_eval: dict[str, Any] = {}
@@ -621,8 +652,10 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
                      "heldout": heldout.shards.manifest["fingerprint"] if heldout else None},
             "model": model.config.to_dict(),
         }
+        if cfg.objective != "mlm":
+            fingerprint_extra["objective"] = {"name": cfg.objective, **to_dict(cfg.rtd)}
         data = LengthGroupedBatches(shards.lengths, shards.get_batch, seed=s.seed)
-        result = train(model, pretraining_loss, data, s, eval_fn=(lambda m: evaluate(m, heldout)) if heldout else None,
+        result = train(model, loss_fn, data, s, eval_fn=(lambda m: eval_fn(m, heldout)) if heldout else None,
                        on_eval=on_eval, fingerprint_extra=fingerprint_extra, console=console,
                        show_progress=show_progress, watch=plateau_watch(baseline) if baseline else None)
         tokens_per_s = result.tokens / result.elapsed_s if result.elapsed_s > 0 and result.tokens else None
@@ -632,9 +665,10 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
         final = last_eval.get("metrics") if last_eval.get("step") == result.step else None
         if heldout is not None and final is None:  # resumed a finished run: nothing was trained or evaluated
             with autocast(result.precision, ctx.device):
-                final = evaluate(model, heldout)
+                final = eval_fn(model, heldout)
         model_dir = out / MODEL_DIR
-        save_zen_model(model, model_dir, vocab=prepared.vocab,
+        saved = model.discriminator if cfg.objective == "rtd" else model  # the encoder with its heads
+        save_zen_model(saved, model_dir, vocab=prepared.vocab,
                        ngram=prepared.ngram if model.config.has_ngrams else None)
         for sidecar in (prepared.vocab.with_suffix(".json"), prepared.ngram.with_suffix(".json")):
             if sidecar.is_file() and (model.config.has_ngrams or sidecar.stem == "vocab"):
@@ -642,7 +676,7 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
         records = read_metrics(out)
         train_records = [r for r in records if r.get("kind") == "train"]
         results = {
-            "output_dir": str(out), "model_dir": str(model_dir), "recipe": to_dict(cfg),
+            "output_dir": str(out), "model_dir": str(model_dir), "recipe": to_dict(cfg), "objective": cfg.objective,
             "world_size": result.world_size, "precision": result.precision, "parameters": n_params,
             "steps": result.step, "started_at_step": result.start_step,
             "elapsed_s_this_invocation": round(result.elapsed_s, 3),
@@ -667,34 +701,38 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
 
 
 def result_tables(result: PretrainResult):
-    """Rich tables: the loss curve, held-out scores against the baseline, and the run's warnings in red."""
+    """Rich tables: the loss curve, held-out scores against the baseline (with RTD also the discriminator's
+    detection scores against always answering "original"), and the run's warnings in red."""
     from rich.table import Table
     from rich.text import Text
 
     r = result.results
-    curve_t = Table(title="training curve (train windows)")
-    for col in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_acc", "lr", "tokens/s", "elapsed"):
+    rtd = r.get("objective") == "rtd"
+    metrics = ("loss", "mlm_loss", "mlm_acc", *(("rtd_loss", "rtd_acc") if rtd else ()), "nsp_acc")
+    curve_t = Table(title="training curve (train windows)" + (": generator mlm_*, discriminator rtd_*" if rtd else ""))
+    for col in ("step", *metrics, "lr", "tokens/s", "elapsed"):
         curve_t.add_column(col, justify="right")
     for rec in r.get("curve", []):
-        curve_t.add_row(str(rec["step"]), _num(rec.get("loss")), _num(rec.get("mlm_loss")), _num(rec.get("mlm_acc")),
-                        _num(rec.get("nsp_acc")), f"{rec.get('lr', 0):.2e}", f"{rec.get('tokens_per_s', 0):,.0f}",
-                        f"{rec.get('elapsed_s', 0):,.0f} s")
+        curve_t.add_row(str(rec["step"]), *(_num(rec.get(k)) for k in metrics), f"{rec.get('lr', 0):.2e}",
+                        f"{rec.get('tokens_per_s', 0):,.0f}", f"{rec.get('elapsed_s', 0):,.0f} s")
     tables = [curve_t]
     h = r.get("heldout")
     if h and h.get("final"):
+        cols = ("masked_acc", "mlm_acc", "mlm_loss", *(("rtd_acc", "rtd_auc", "replaced") if rtd else ()), "nsp_acc")
         t = Table(title=f"held-out ({h['examples']:,} examples)")
-        for col in ("", "masked_acc", "mlm_acc", "mlm_loss", "nsp_acc"):
+        for col in ("", *cols):
             t.add_column(col, justify="right")
         b = h.get("baseline") or {}
         if b:
-            t.add_row("unigram baseline", _num(b.get("masked_acc")), _num(b.get("mlm_acc")), _num(b.get("mlm_loss")),
+            t.add_row("unigram baseline", *(_num(b.get(k)) for k in cols[:3]), *(["n/a"] * (len(cols) - 4)),
                       "0.5 (chance)")
-        if h.get("initial"):
-            i = h["initial"]
-            t.add_row("step 0", _num(i["masked_acc"]), _num(i["mlm_acc"]), _num(i["mlm_loss"]), _num(i["nsp_acc"]))
         f = h["final"]
-        t.add_row(f"step {r['steps']}", _num(f["masked_acc"]), _num(f["mlm_acc"]), _num(f["mlm_loss"]),
-                  _num(f["nsp_acc"]))
+        if rtd:
+            t.add_row('always "original"', *(["n/a"] * 3), _num(1 - f["replaced"]), "0.5 (chance)",
+                      _num(f["replaced"]), "n/a")
+        if h.get("initial"):
+            t.add_row("step 0", *(_num(h["initial"].get(k)) for k in cols))
+        t.add_row(f"step {r['steps']}", *(_num(f.get(k)) for k in cols))
         tables.append(t)
     for w in r.get("warnings") or []:
         tables.append(Text(f"WARNING: {w['message']}", style="bold red"))
