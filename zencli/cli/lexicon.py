@@ -28,6 +28,10 @@ LANGUAGE = typer.Option(
 )
 MIN_FREQ = typer.Option(None, "--min-freq", help="Keep n-grams seen at least this often (default: language default).")
 MIN_PMI = typer.Option(None, "--min-pmi", help="Keep n-grams whose PMI (bits, min over splits) is at least this.")
+MIN_ENTROPY = typer.Option(
+    None, "--min-entropy", help="Also keep only n-grams whose left and right branching entropy (bits) are both at "
+    "least this (default: off; counts one extra n-gram length for the neighbours)."
+)
 MIN_N = typer.Option(None, "--min-n", help="Shortest n-gram, in tokens (default 2).")
 MAX_N = typer.Option(None, "--max-n", help="Longest n-gram, in tokens (default 8).")
 WORKERS = typer.Option(None, "--workers", "-j", help="Counting processes (0 or default: one per CPU core).")
@@ -58,11 +62,18 @@ def _print_result(result, output: Path) -> None:
     t.add_column("n", justify="right")
     t.add_column("counted (after pruning)", justify="right")
     t.add_column(f"freq ≥ {result.settings['min_freq']}", justify="right")
-    t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g} (selected)", justify="right")
+    entropy = result.settings.get("min_entropy")
+    if entropy is None:
+        t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g} (selected)", justify="right")
+    else:
+        t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g}", justify="right")
+        t.add_column(f"+ entropy ≥ {entropy:g} (selected)", justify="right")
     for n, row in sorted(result.per_length.items()):
         if n < result.settings["min_n"]:
             continue
-        t.add_row(str(n), f"{row['candidates']:,}", f"{row['frequent']:,}", f"{row['selected']:,}")
+        cells = [f"{row['candidates']:,}", f"{row['frequent']:,}"]
+        cells += [f"{row['selected']:,}"] if entropy is None else [f"{row['pmi']:,}", f"{row['selected']:,}"]
+        t.add_row(str(n), *cells)
     console.print(t)
     _print_top(result.lexicon, 10)
     s = Table(title="run", show_header=False)
@@ -171,18 +182,20 @@ def build(
     language: str = LANGUAGE,
     min_freq: int = MIN_FREQ,
     min_pmi: float = MIN_PMI,
+    min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
     workers: int = WORKERS,
     vocab: Path = VOCAB,
     style: str = STYLE,
 ) -> None:
-    """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI."""
+    """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI (and
+    branching entropy, with --min-entropy)."""
     from zencli.lexicon.extract import build as run_build
     from zencli.lexicon.extract import sidecar_path
 
     cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                  min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
+                  min_entropy=min_entropy, min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
                   corpus=[str(p) for p in corpus] if corpus else None)
     result = run_build(cfg, console=console)
     _print_result(result, cfg.output)
@@ -200,7 +213,8 @@ def count(
     workers: int = WORKERS,
     vocab: Path = VOCAB,
 ) -> None:
-    """Map step: count every n-gram (1..max_n) of SHARDS exactly into one counts file."""
+    """Map step: count every n-gram (1..max_n; max_n+1 when the recipe sets min_entropy) of SHARDS exactly into
+    one counts file."""
     from rich.table import Table
 
     from zencli.lexicon.extract import count as run_count
@@ -228,6 +242,7 @@ def merge(
     language: str = LANGUAGE,
     min_freq: int = MIN_FREQ,
     min_pmi: float = MIN_PMI,
+    min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
     style: str = STYLE,
@@ -237,7 +252,7 @@ def merge(
     from zencli.lexicon.extract import sidecar_path
 
     cfg = _config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                  min_n=min_n, max_n=max_n, style=style)
+                  min_entropy=min_entropy, min_n=min_n, max_n=max_n, style=style)
     result = run_merge(cfg, counts, console=console)
     _print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
@@ -269,3 +284,4 @@ def show(
     for n in sorted(per):
         t.add_row(str(n), f"{per[n]:,}", f"{totals[n]:,}")
     console.print(t)
+
