@@ -1,4 +1,4 @@
-"""`zen lexicon [build|count|merge|show]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
+"""`zen lexicon [build|count|merge|show|stats]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
 
 Bare `zen lexicon` is the first step of the default pipeline: the character vocabulary and the n-gram
 lexicon of the default corpus (PD98 raw/train.txt), into the workspace (zencli.workspace)."""
@@ -10,13 +10,13 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, console
+from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
 from zencli.errors import ZenError
 from zencli.workspace import WORKDIR_OPTION, Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
-    "over shards (count, merge); show a lexicon. Without a subcommand: the default pipeline's first step, "
+    "over shards (count, merge); show a lexicon; measure it against gold word boundaries (stats). Without a subcommand: the default pipeline's first step, "
     "the vocabulary and lexicon of the default corpus (PD98 raw train) in the workspace.",
     invoke_without_command=True,
     no_args_is_help=False,
@@ -285,3 +285,62 @@ def show(
         t.add_row(str(n), f"{per[n]:,}", f"{totals[n]:,}")
     console.print(t)
 
+
+@app.command()
+def stats(
+    ngram: Path = typer.Argument(..., help="An ngram.txt (its .json sidecar, if any, gives the tokenizer settings)."),
+    gold: Path = typer.Option(..., "--gold", "-g", help="Gold segmentation: one sentence per line, words "
+                              "separated by spaces (e.g. a PD98 or SIGHAN CWS file)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of tables."),
+) -> None:
+    """How the lexicon's matches sit against gold word boundaries.
+
+    Every occurrence of a lexicon n-gram of 2..8 tokens in the gold text (words joined, tokenized as the
+    lexicon was counted, overlapping matches included, found by the model's n-gram matcher) is a match.
+    Cut share = matches whose start or end lies strictly inside a gold word / matches. Coverage = gold
+    words of 2+ characters (occurrences) spanned exactly by a match / gold words of 2+ characters.
+    Per length: matches of n tokens and how many cut; gold words of n characters and how many are covered."""
+    import json
+
+    from zencli.lexicon.extract import progress_display
+    from zencli.lexicon.stats import gold_stats
+
+    with progress_display(err_console if as_json else console, "bytes") as progress:
+        task = progress.add_task("matching", total=None, extra="") if progress is not None else None
+
+        def on_progress(done: int, total: int) -> None:
+            if progress is not None:
+                progress.update(task, completed=done, total=total)
+
+        result = gold_stats(ngram, gold, on_progress=on_progress)
+    report = result.to_json()
+    if as_json:
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    _print_stats(report)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _print_stats(r: dict) -> None:
+    from rich.table import Table
+
+    s = Table(title=f"{r['lexicon']} ({r['ngrams']:,} n-grams) on {r['gold']}", show_header=False)
+    s.add_column("figure")
+    s.add_column("value", justify="right")
+    s.add_row("gold", f"{r['lines']:,} lines, {r['chars']:,} chars, {r['words']:,} words")
+    s.add_row("matches (n = 2..8, overlapping)", f"{r['matches']:,}")
+    s.add_row("cut share: matches cutting a gold word", f"{_pct(r['cut_share'])} ({r['cutting']:,})")
+    s.add_row("matches of several whole words", f"{r['phrase_matches']:,}")
+    s.add_row("coverage: multi-char gold words matched exactly",
+              f"{_pct(r['coverage'])} ({r['covered']:,} of {r['multichar_words']:,})")
+    console.print(s)
+    t = Table(title="per length (matches by tokens, gold words by characters)")
+    for col in ("n", "matches", "cutting", "cut share", "gold words", "covered", "coverage"):
+        t.add_column(col, justify="right")
+    for row in r["per_length"]:
+        t.add_row(str(row["n"]), f"{row['matches']:,}", f"{row['cutting']:,}", _pct(row["cut_share"]),
+                  f"{row['gold_words']:,}", f"{row['covered']:,}", _pct(row["coverage"]))
+    console.print(t)
