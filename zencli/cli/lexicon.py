@@ -1,4 +1,4 @@
-"""`zen lexicon [build|count|merge|show]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
+"""`zen lexicon [build|count|merge|show|stats]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
 
 Bare `zen lexicon` is the first step of the default pipeline: the character vocabulary and the n-gram
 lexicon of the default corpus (PD98 raw/train.txt), into the workspace (zencli.workspace)."""
@@ -10,14 +10,14 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console
+from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console
 from zencli.errors import ZenError
 from zencli.jobs.lexicon import build_config
 from zencli.workspace import Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
-    "over shards (count, merge); show a lexicon. Without a subcommand: the default pipeline's first step, "
+    "over shards (count, merge); show a lexicon; measure it against gold word boundaries (stats). Without a subcommand: the default pipeline's first step, "
     "the vocabulary and lexicon of the default corpus (PD98 raw train) in the workspace.",
     invoke_without_command=True,
     no_args_is_help=False,
@@ -29,6 +29,10 @@ LANGUAGE = typer.Option(
 )
 MIN_FREQ = typer.Option(None, "--min-freq", help="Keep n-grams seen at least this often (default: language default).")
 MIN_PMI = typer.Option(None, "--min-pmi", help="Keep n-grams whose PMI (bits, min over splits) is at least this.")
+MIN_ENTROPY = typer.Option(
+    None, "--min-entropy", help="Also keep only n-grams whose left and right branching entropy (bits) are both at "
+    "least this (default: off; counts one extra n-gram length for the neighbours)."
+)
 MIN_N = typer.Option(None, "--min-n", help="Shortest n-gram, in tokens (default 2).")
 MAX_N = typer.Option(None, "--max-n", help="Longest n-gram, in tokens (default 8).")
 WORKERS = typer.Option(None, "--workers", "-j", help="Counting processes (0 or default: one per CPU core).")
@@ -51,11 +55,18 @@ def print_result(result, output: Path) -> None:
     t.add_column("n", justify="right")
     t.add_column("counted (after pruning)", justify="right")
     t.add_column(f"freq ≥ {result.settings['min_freq']}", justify="right")
-    t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g} (selected)", justify="right")
+    entropy = result.settings.get("min_entropy")
+    if entropy is None:
+        t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g} (selected)", justify="right")
+    else:
+        t.add_column(f"+ PMI ≥ {result.settings['min_pmi']:g}", justify="right")
+        t.add_column(f"+ entropy ≥ {entropy:g} (selected)", justify="right")
     for n, row in sorted(result.per_length.items()):
         if n < result.settings["min_n"]:
             continue
-        t.add_row(str(n), f"{row['candidates']:,}", f"{row['frequent']:,}", f"{row['selected']:,}")
+        cells = [f"{row['candidates']:,}", f"{row['frequent']:,}"]
+        cells += [f"{row['selected']:,}"] if entropy is None else [f"{row['pmi']:,}", f"{row['selected']:,}"]
+        t.add_row(str(n), *cells)
     console.print(t)
     _print_top(result.lexicon, 10)
     s = Table(title="run", show_header=False)
@@ -118,18 +129,20 @@ def build(
     language: str = LANGUAGE,
     min_freq: int = MIN_FREQ,
     min_pmi: float = MIN_PMI,
+    min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
     workers: int = WORKERS,
     vocab: Path = VOCAB,
     style: str = STYLE,
 ) -> None:
-    """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI."""
+    """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI (and
+    branching entropy, with --min-entropy)."""
     from zencli.lexicon.extract import build as run_build
     from zencli.lexicon.extract import sidecar_path
 
     cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                  min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
+                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
                   corpus=[str(p) for p in corpus] if corpus else None)
     result = run_build(cfg, console=console)
     print_result(result, cfg.output)
@@ -147,7 +160,8 @@ def count(
     workers: int = WORKERS,
     vocab: Path = VOCAB,
 ) -> None:
-    """Map step: count every n-gram (1..max_n) of SHARDS exactly into one counts file."""
+    """Map step: count every n-gram (1..max_n; max_n+1 when the recipe sets min_entropy) of SHARDS exactly into
+    one counts file."""
     from rich.table import Table
 
     from zencli.lexicon.extract import count as run_count
@@ -175,6 +189,7 @@ def merge(
     language: str = LANGUAGE,
     min_freq: int = MIN_FREQ,
     min_pmi: float = MIN_PMI,
+    min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
     style: str = STYLE,
@@ -184,7 +199,7 @@ def merge(
     from zencli.lexicon.extract import sidecar_path
 
     cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                  min_n=min_n, max_n=max_n, style=style)
+                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, style=style)
     result = run_merge(cfg, counts, console=console)
     print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
@@ -215,4 +230,64 @@ def show(
         totals[len(g)] += f
     for n in sorted(per):
         t.add_row(str(n), f"{per[n]:,}", f"{totals[n]:,}")
+    console.print(t)
+
+
+@app.command()
+def stats(
+    ngram: Path = typer.Argument(..., help="An ngram.txt (its .json sidecar, if any, gives the tokenizer settings)."),
+    gold: Path = typer.Option(..., "--gold", "-g", help="Gold segmentation: one sentence per line, words "
+                              "separated by spaces (e.g. a PD98 or SIGHAN CWS file)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON instead of tables."),
+) -> None:
+    """How the lexicon's matches sit against gold word boundaries.
+
+    Every occurrence of a lexicon n-gram of 2..8 tokens in the gold text (words joined, tokenized as the
+    lexicon was counted, overlapping matches included, found by the model's n-gram matcher) is a match.
+    Cut share = matches whose start or end lies strictly inside a gold word / matches. Coverage = gold
+    words of 2+ characters (occurrences) spanned exactly by a match / gold words of 2+ characters.
+    Per length: matches of n tokens and how many cut; gold words of n characters and how many are covered."""
+    import json
+
+    from zencli.lexicon.extract import progress_display
+    from zencli.lexicon.stats import gold_stats
+
+    with progress_display(err_console if as_json else console, "bytes") as progress:
+        task = progress.add_task("matching", total=None, extra="") if progress is not None else None
+
+        def on_progress(done: int, total: int) -> None:
+            if progress is not None:
+                progress.update(task, completed=done, total=total)
+
+        result = gold_stats(ngram, gold, on_progress=on_progress)
+    report = result.to_json()
+    if as_json:
+        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    _print_stats(report)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _print_stats(r: dict) -> None:
+    from rich.table import Table
+
+    s = Table(title=f"{r['lexicon']} ({r['ngrams']:,} n-grams) on {r['gold']}", show_header=False)
+    s.add_column("figure")
+    s.add_column("value", justify="right")
+    s.add_row("gold", f"{r['lines']:,} lines, {r['chars']:,} chars, {r['words']:,} words")
+    s.add_row("matches (n = 2..8, overlapping)", f"{r['matches']:,}")
+    s.add_row("cut share: matches cutting a gold word", f"{_pct(r['cut_share'])} ({r['cutting']:,})")
+    s.add_row("matches of several whole words", f"{r['phrase_matches']:,}")
+    s.add_row("coverage: multi-char gold words matched exactly",
+              f"{_pct(r['coverage'])} ({r['covered']:,} of {r['multichar_words']:,})")
+    console.print(s)
+    t = Table(title="per length (matches by tokens, gold words by characters)")
+    for col in ("n", "matches", "cutting", "cut share", "gold words", "covered", "coverage"):
+        t.add_column(col, justify="right")
+    for row in r["per_length"]:
+        t.add_row(str(row["n"]), f"{row['matches']:,}", f"{row['cutting']:,}", _pct(row["cut_share"]),
+                  f"{row['gold_words']:,}", f"{row['covered']:,}", _pct(row["coverage"]))
     console.print(t)

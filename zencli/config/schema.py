@@ -31,6 +31,9 @@ class LexiconConfig:
     max_n: int = 8
     min_freq: int | None = None  # None: the language default
     min_pmi: float | None = None  # None: the language default
+    # Branching entropy filter (bits; zencli/lexicon/pmi.py): keep n-grams whose left and right neighbours
+    # both have entropy >= this. None: off. Needs the counts of (max_n+1)-grams, counted when it is set.
+    min_entropy: float | None = None
     workers: int = 0  # 0: one per CPU core
     chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
     style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
@@ -43,12 +46,19 @@ class LexiconConfig:
             raise ZenError(f"min_freq: expected an integer >= 1, got {self.min_freq}")
         if self.workers < 0:
             raise ZenError(f"workers: expected >= 0, got {self.workers}")
+        if self.min_entropy is not None and not self.min_entropy >= 0:
+            raise ZenError(f"min_entropy: expected a number of bits >= 0 (or null: off), got {self.min_entropy}")
         if self.chunk_chars < 1000:
             raise ZenError(f"chunk_chars: expected >= 1000, got {self.chunk_chars}")
 
     @property
     def freq_threshold(self) -> int:
         return self.min_freq if self.min_freq is not None else LEXICON_DEFAULTS[self.language][1]
+
+    @property
+    def counted_n(self) -> int:
+        """Longest n-grams to count: max_n, and one more for the right/left neighbours of the entropy filter."""
+        return self.max_n + 1 if self.min_entropy is not None else self.max_n
 
     @property
     def pmi_threshold(self) -> float:

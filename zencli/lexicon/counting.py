@@ -39,6 +39,13 @@ Design (one code path for `zen lexicon build`, `count` and `merge`):
    Because every count is exact and all ids follow lexicographic token order, the result does not depend
    on how the corpus was cut into shards, chunks or workers: merging counts files of shards equals a
    one-pass build of the concatenated corpus.
+
+3. **Neighbours (optional, for the branching-entropy filter of pmi.py).** The left and right neighbours
+   of an n-gram w are read off the (n+1)-grams a·w and w·b, so counting goes one level deeper (max_n + 1)
+   and the merge, at level n+1, spills keys (global id of w, id of the neighbour among *all* tokens)
+   taken before frequency pruning (a rare neighbour still counts). They are merged range by range like the
+   n-grams, with range bounds that never split one w, and reduced to sum c·log2(c) per w in key order, so
+   the entropies too are the same, bit for bit, whatever the sharding.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ import numpy as np
 
 from zencli.errors import ZenError
 from zencli.text.reading import check_readable, iter_lines, shard_byte_ranges
+from zencli.text.tokenizer import CONTINUATION
 
 TokenizeFn = Callable[[str], list[str]]
 
@@ -511,6 +519,8 @@ class FrequentNgrams:
     has count counts[n][j] and consists of n-gram prefix[n][j] of level n-1 followed by the last token of
     n-gram suffix[n][j] of level n-1. Ids at every level are in lexicographic token order.
     positions[n] = N_n, the number of n-gram positions in the corpus (all n-grams, frequent or not).
+    entropy_left[n] / entropy_right[n]: branching entropy (bits) of each level-n n-gram, for the levels
+    the merge was asked for (`merge_sections(entropy_from=...)`, defined in pmi.py); absent otherwise.
     """
 
     tokens: list[str]
@@ -526,6 +536,8 @@ class FrequentNgrams:
     sources: list[str] = field(default_factory=list)
     tokenizer: dict[str, Any] = field(default_factory=dict)
     candidates: dict[int, int] = field(default_factory=dict)  # n-grams counted at level n after pruning
+    entropy_left: dict[int, np.ndarray] = field(default_factory=dict)
+    entropy_right: dict[int, np.ndarray] = field(default_factory=dict)
 
     def size(self, n: int) -> int:
         return len(self.counts.get(n, ()))
@@ -551,7 +563,13 @@ class FrequentNgrams:
         return out
 
 
-def _check_compatible(sections: Sequence[CountsSection], max_n: int) -> None:
+def is_continuation(token: str) -> bool:
+    """A WordPiece continuation piece (`##b`): it is glued to the token before it inside one word."""
+    return token.startswith(CONTINUATION) and len(token) > len(CONTINUATION)
+
+
+def _check_compatible(sections: Sequence[CountsSection], max_n: int, depth: int) -> None:
+    """Same tokenizer everywhere, and n-grams counted up to `depth` (max_n, or max_n + 1 for entropy)."""
     first = sections[0]
     for s in sections:
         if s.header["tokenizer"] != first.header["tokenizer"]:
@@ -559,20 +577,22 @@ def _check_compatible(sections: Sequence[CountsSection], max_n: int) -> None:
                 f"{s.path}: counted with tokenizer {s.header['tokenizer']}, but {first.path} with "
                 f"{first.header['tokenizer']}; expected counts files made with the same tokenizer settings"
             )
-        if s.max_n < max_n:
-            raise ZenError(f"{s.path}: holds n-grams up to length {s.max_n}, expected at least max_n={max_n} "
-                           f"(count again with --max-n {max_n})")
+        if s.max_n < depth:
+            need = f"max_n={max_n}" if depth == max_n else f"{depth}: max_n={max_n} plus one level for the branching entropy"
+            raise ZenError(f"{s.path}: holds n-grams up to length {s.max_n}, expected at least {need} "
+                           f"(count again with --max-n {depth}, or with the same recipe)")
 
 
 class _Spill:
-    """One section's surviving level-n entries on disk: sorted int64 keys, counts, local indices."""
+    """One section's level-n entries on disk: sorted int64 keys, counts, and (optionally) local indices."""
 
-    def __init__(self, folder: Path, index: int, keys: np.ndarray, counts: np.ndarray, local: np.ndarray):
-        self.base = folder / f"s{index:05d}"
+    def __init__(self, folder: Path, name: str, keys: np.ndarray, counts: np.ndarray, local: np.ndarray | None = None):
+        self.base = folder / name
         self.size = len(keys)
         np.save(f"{self.base}-k.npy", keys)
         np.save(f"{self.base}-c.npy", counts)
-        np.save(f"{self.base}-i.npy", local)
+        if local is not None:
+            np.save(f"{self.base}-i.npy", local)
 
     def keys(self, mmap: bool = True) -> np.ndarray:
         return np.load(f"{self.base}-k.npy", mmap_mode="r" if mmap else None)
@@ -601,6 +621,92 @@ def _sum_sorted_runs(keys: np.ndarray, counts: np.ndarray, min_freq: int) -> tup
     return keys[starts][keep], sums[keep]
 
 
+def _spill_sorted(folder: Path, name: str, keys: np.ndarray, counts: np.ndarray,
+                  local: np.ndarray | None = None) -> tuple[_Spill, np.ndarray]:
+    """Spill entries whose keys are already sorted; returns the spill and a sample of its keys."""
+    return _Spill(folder, name, keys, counts, local), keys[:: max(1, len(keys) // 256)]
+
+
+def _merged_ranges(spills: Sequence[_Spill], samples: Sequence[np.ndarray], partition_entries: int,
+                   min_freq: int, align: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Merge sorted spills range by range (key ranges cut at sample quantiles so that one range holds
+    about `partition_entries` entries): yields each range's distinct keys, in order, with summed counts
+    >= min_freq. Range bounds are multiples of `align`, so keys with equal `key // align` share a range."""
+    survivors = sum(sp.size for sp in spills)
+    parts = max(1, math.ceil(survivors / partition_entries))
+    bounds = np.zeros(0, np.int64)
+    if parts > 1:
+        pooled = np.sort(np.concatenate(samples))
+        bounds = np.unique(pooled[(np.arange(1, parts) * len(pooled)) // parts] // align * align)
+    cuts = []
+    for sp in spills:
+        k = sp.keys()
+        cuts.append(np.concatenate(([0], np.searchsorted(k, bounds, side="left"), [sp.size])))
+        del k
+    for j in range(len(bounds) + 1):
+        ks, cs = [], []
+        for sp, cut in zip(spills, cuts):
+            a, b = int(cut[j]), int(cut[j + 1])
+            if b > a:
+                ks.append(np.array(sp.keys()[a:b]))
+                cs.append(np.array(sp.counts()[a:b]))
+        if ks:
+            yield _sum_sorted_runs(np.concatenate(ks), np.concatenate(cs), min_freq)
+
+
+class _Neighbours:
+    """Exact branching-entropy statistics of one level's frequent n-grams, gathered at the next level.
+
+    Every occurrence of an (n+1)-gram v = a·w is an occurrence of the n-gram w with left neighbour a, and
+    v = w·b one of w with right neighbour b. So per section the (n+1)-grams give keys
+    (global id of w) · V + (global id of the neighbour token, over *all* tokens, frequent or not) with
+    their counts; rare neighbours matter, so these keys are taken before any frequency pruning. Summed
+    over sections they are the exact corpus counts count(a·w), count(w·b), whatever the sharding.
+    """
+
+    def __init__(self, folder: Path, vocab_all: int, continuation: np.ndarray):
+        self.folder, self.vocab = folder, vocab_all
+        self.continuation = continuation  # [vocab_all] bool: token is a `##` piece
+        self.spills: dict[str, list[_Spill]] = {"left": [], "right": []}
+        self.samples: dict[str, list[np.ndarray]] = {"left": [], "right": []}
+
+    def add(self, index: int, side: str, gram: np.ndarray, neighbour: np.ndarray, counts: np.ndarray) -> None:
+        """One section's entries: level-n global ids `gram` (-1: not frequent), neighbour token ids."""
+        keep = np.flatnonzero(gram >= 0)
+        keys = gram[keep].astype(np.int64) * self.vocab + neighbour[keep]
+        order = np.argsort(keys, kind="stable")
+        sp, sample = _spill_sorted(self.folder, f"nb-{side}-{index:05d}", keys[order], counts[keep][order])
+        self.spills[side].append(sp)
+        self.samples[side].append(sample)
+
+    def entropy(self, side: str, totals: np.ndarray, partition_entries: int) -> np.ndarray:
+        """float64 [F]: H = log2 T - (sum over neighbours c log2 c) / T, T = count(w).
+
+        The T - sum(c) occurrences at a line start/end have no neighbour: each counts as a neighbour of
+        its own (adds 0 to the sum), since a line edge is as free a boundary as any. On the right, all
+        `##` continuation neighbours are one neighbour, "inside a word": w then ends inside a word of the
+        tokenizer, and those occurrences say nothing about a free boundary.
+        """
+        s = np.zeros(len(totals), np.float64)
+        for keys, c in _merged_ranges(self.spills[side], self.samples[side], partition_entries, 1, self.vocab):
+            if not len(keys):
+                continue
+            w, tok = keys // self.vocab, keys % self.vocab
+            c = c.astype(np.float64)
+            lo = int(w[0])
+            inside = self.continuation[tok] if side == "right" else np.zeros(len(tok), bool)
+            size = int(w[-1]) - lo + 1
+            # (astype: bincount of an empty selection returns int64 zeros)
+            part = np.bincount(w[~inside] - lo, weights=c[~inside] * np.log2(c[~inside]), minlength=size).astype(np.float64)
+            glued = np.bincount(w[inside] - lo, weights=c[inside], minlength=size).astype(np.float64)
+            part += glued * np.log2(np.maximum(glued, 1.0))
+            s[lo : lo + len(part)] += part  # each n-gram's keys lie in one range: s is summed in key order
+        for sp in self.spills[side]:
+            sp.delete()
+        t = totals.astype(np.float64)
+        return np.maximum(np.log2(t) - s / t, 0.0)
+
+
 def merge_sections(
     sections: Sequence[CountsSection],
     *,
@@ -609,14 +715,18 @@ def merge_sections(
     tmp_dir: Path,
     partition_entries: int = 8_000_000,
     on_step: Callable[[int, int], None] | None = None,
+    entropy_from: int | None = None,
 ) -> FrequentNgrams:
     """Sum the sections' counts and keep n-grams with count >= min_freq (see the module docstring).
 
+    `entropy_from`: also compute the left/right branching entropy of the frequent n-grams of lengths
+    entropy_from..max_n (`_Neighbours`); this reads the (max_n+1)-grams, so the sections must hold them.
     `on_step(level, sections_done)` is called after each section of each level, for a progress bar.
     """
     if not sections:
         raise ZenError("no counts to merge")
-    _check_compatible(sections, max_n)
+    last_level = max_n + 1 if entropy_from is not None else max_n
+    _check_compatible(sections, max_n, last_level)
     tmp_dir.mkdir(parents=True, exist_ok=True)
     positions = {n: sum(int(s.header["positions"][n - 1]) for s in sections) for n in range(1, max_n + 1)}
     sources = list(dict.fromkeys(s.header["source"]["path"] for s in sections))
@@ -642,57 +752,81 @@ def merge_sections(
         path = tmp_dir / f"map-{i:05d}-1.npy"
         np.save(path, np.array([gid.get(t, -1) for t in s.table], dtype=np.int32))
         maps.append(path)
+    # For entropy: every token (frequent or not) gets an id, and each section's n-grams remember their
+    # first and last token (`ends`), level by level, as ids into that all-token table.
+    entropy = entropy_from is not None
+    ends: list[Path] = []
+    if entropy:
+        every = sorted(totals)
+        continuation = np.array([is_continuation(t) for t in every], dtype=bool)  # [all tokens]
+        glued = np.array([is_continuation(t) for t in tokens], dtype=bool)  # [F_1] frequent tokens
+        all_id = {t: i for i, t in enumerate(every)}
+        for i, s in enumerate(sections):
+            tok = np.array([all_id[t] for t in s.table], dtype=np.int32)
+            path = tmp_dir / f"ends-{i:05d}-1.npy"
+            np.save(path, np.stack([tok, tok]))  # [2, V_local]: first, last token
+            ends.append(path)
     if on_step:
         on_step(1, len(sections))
 
-    for n in range(2, max_n + 1):
+    for n in range(2, last_level + 1):
         n_prev = len(result.counts[n - 1])
         if n_prev == 0:
             break
+        select = n <= max_n  # below: level n's own n-grams; at max_n + 1 only the neighbours of level n-1
+        nb = None
+        if entropy and entropy_from <= n - 1:
+            nb = _Neighbours(tmp_dir, len(every), continuation)
         spills: list[_Spill] = []
         samples = []
+        new_ends: list[Path] = []
         for i, s in enumerate(sections):
             m = np.load(maps[i])
-            gp = m[s.array(f"prefix_{n}")]
-            gs = m[s.array(f"suffix_{n}")]
-            local = np.flatnonzero((gp >= 0) & (gs >= 0)).astype(np.int64)
-            keys = gp[local].astype(np.int64) * n_prev + gs[local]
-            if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
-                raise ZenError(f"{s.path}: section {s.index + 1}, length {n}: n-grams out of order; "
-                               f"the counts file is damaged")
-            counts = s.array(f"counts_{n}")[local]
-            spills.append(_Spill(tmp_dir, i, keys, counts, local))
-            samples.append(keys[:: max(1, len(keys) // 256)])
-            del m, gp, gs, keys, counts, local
+            pre, suf = s.array(f"prefix_{n}"), s.array(f"suffix_{n}")
+            counts_n = s.array(f"counts_{n}")
+            gp, gs = m[pre], m[suf]
+            if entropy:
+                e = np.load(ends[i])
+                first, last = e[0][pre], e[1][suf]  # first/last token of each local n-gram
+                if nb is not None:
+                    nb.add(i, "left", gs, first, counts_n)  # w = the last n-1 tokens, neighbour = the first
+                    nb.add(i, "right", gp, last, counts_n)  # w = the first n-1 tokens, neighbour = the last
+                if n < last_level:
+                    path = tmp_dir / f"ends-{i:05d}-{n}.npy"
+                    np.save(path, np.stack([first, last]))
+                    new_ends.append(path)
+                del e, first, last
+            if select:
+                local = np.flatnonzero((gp >= 0) & (gs >= 0)).astype(np.int64)
+                keys = gp[local].astype(np.int64) * n_prev + gs[local]
+                if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+                    raise ZenError(f"{s.path}: section {s.index + 1}, length {n}: n-grams out of order; "
+                                   f"the counts file is damaged")
+                sp, sample = _spill_sorted(tmp_dir, f"s{i:05d}", keys, counts_n[local], local)
+                spills.append(sp)
+                samples.append(sample)
+                del keys, local
+            del m, gp, gs, pre, suf, counts_n
             if on_step:
                 on_step(n, i + 1)
-        survivors = sum(sp.size for sp in spills)
-        result.candidates[n] = survivors
+        for p in ends:
+            p.unlink(missing_ok=True)
+        ends = new_ends
+        if nb is not None:
+            w_counts = result.counts[n - 1]
+            result.entropy_left[n - 1] = nb.entropy("left", w_counts, partition_entries)
+            result.entropy_right[n - 1] = nb.entropy("right", w_counts, partition_entries)
+            # An n-gram that starts with a `##` piece always starts inside a word: no free left boundary.
+            first_token = result.chain(n - 1, np.arange(len(w_counts)), "prefix")[1]
+            result.entropy_left[n - 1][glued[first_token]] = 0.0
+        if not select:
+            break
+        result.candidates[n] = sum(sp.size for sp in spills)
 
-        # Range-partitioned merge of the sorted spills.
-        parts = max(1, math.ceil(survivors / partition_entries))
-        bounds = np.zeros(0, np.int64)
-        if parts > 1:
-            pooled = np.sort(np.concatenate(samples))
-            bounds = np.unique(pooled[(np.arange(1, parts) * len(pooled)) // parts])
-        cuts = []
-        for sp in spills:
-            k = sp.keys()
-            cuts.append(np.concatenate(([0], np.searchsorted(k, bounds, side="left"), [sp.size])))
-            del k
         freq_keys, freq_counts = [], []
-        for j in range(len(bounds) + 1):
-            ks, cs = [], []
-            for sp, cut in zip(spills, cuts):
-                a, b = int(cut[j]), int(cut[j + 1])
-                if b > a:
-                    ks.append(np.array(sp.keys()[a:b]))
-                    cs.append(np.array(sp.counts()[a:b]))
-            if ks:
-                k, c = _sum_sorted_runs(np.concatenate(ks), np.concatenate(cs), min_freq)
-                freq_keys.append(k)
-                freq_counts.append(c)
-            del ks, cs
+        for k, c in _merged_ranges(spills, samples, partition_entries, min_freq):
+            freq_keys.append(k)
+            freq_counts.append(c)
         keys = np.concatenate(freq_keys) if freq_keys else np.zeros(0, np.int64)
         result.counts[n] = np.concatenate(freq_counts) if freq_counts else np.zeros(0, np.int64)
         result.prefix[n] = (keys // n_prev).astype(np.int32)
@@ -701,7 +835,7 @@ def merge_sections(
         # Each section's local level-n id → global id, for the next level.
         new_maps: list[Path] = []
         for i, (s, sp) in enumerate(zip(sections, spills)):
-            if n < max_n and len(keys):
+            if n < last_level and len(keys):
                 local_keys = sp.keys(mmap=False)
                 pos = np.searchsorted(keys, local_keys)
                 found = pos < len(keys)
@@ -717,7 +851,7 @@ def merge_sections(
             p.unlink(missing_ok=True)
         maps = new_maps
         del keys
-    for p in maps:
+    for p in maps + ends:
         p.unlink(missing_ok=True)
     for n in range(1, max_n + 1):
         result.counts.setdefault(n, np.zeros(0, np.int64))
@@ -725,6 +859,9 @@ def merge_sections(
         if n >= 2:
             result.prefix.setdefault(n, np.zeros(0, np.int32))
             result.suffix.setdefault(n, np.zeros(0, np.int32))
+        if entropy and n >= entropy_from:
+            result.entropy_left.setdefault(n, np.zeros(result.size(n), np.float64))
+            result.entropy_right.setdefault(n, np.zeros(result.size(n), np.float64))
     return result
 
 

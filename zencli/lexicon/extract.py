@@ -1,4 +1,4 @@
-"""The lexicon pipeline: corpus → counts (workers) → merge (apriori) → PMI selection → ngram.txt + ngram.json.
+"""The lexicon pipeline: corpus → counts (workers) → merge (apriori) → PMI (+ entropy) selection → ngram.txt + ngram.json.
 
 `build` is literally `count` into a temp folder followed by `merge`, so a one-pass build and a map/merge
 over shards run the same code (see counting.py for why the results are identical).
@@ -147,7 +147,7 @@ class PeakMemory:
 
 
 @contextmanager
-def _progress(console, kind: str):
+def progress_display(console, kind: str):
     """A Rich progress display ("bytes" for counting, "steps" for merging), or None when `console` is None."""
     if console is None:
         yield None
@@ -172,7 +172,7 @@ def _progress(console, kind: str):
 def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tokenizer: TextTokenizer,
                          signature: dict[str, Any], out_dir: Path) -> CountRun:
     workers = resolve_workers(cfg.workers)
-    with _progress(console, "bytes") as progress:
+    with progress_display(console, "bytes") as progress:
         task = progress.add_task("counting", total=None, extra="") if progress is not None else None
         t0 = time.perf_counter()
 
@@ -181,21 +181,22 @@ def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tok
                 rate = chars / max(time.perf_counter() - t0, 1e-9)
                 progress.update(task, completed=done, total=total, extra=f"{rate / 1e6:.2f} M chars/s")
 
-        return count_corpus(files, tokenizer, signature, out_dir=out_dir, max_n=cfg.max_n, workers=workers,
+        return count_corpus(files, tokenizer, signature, out_dir=out_dir, max_n=cfg.counted_n, workers=workers,
                             chunk_chars=cfg.chunk_chars, on_progress=on_progress)
 
 
 def _merge_with_progress(console, cfg: LexiconConfig, counts_files: Sequence[Path], tmp: Path) -> FrequentNgrams:
     sections = list(iter_sections(counts_files))
-    steps = cfg.max_n * len(sections)
-    with _progress(console, "steps") as progress:
+    steps = cfg.counted_n * len(sections)
+    with progress_display(console, "steps") as progress:
         task = progress.add_task("merging", total=steps, extra="") if progress is not None else None
 
         def on_step(level: int, done: int) -> None:
             if progress is not None:
                 progress.update(task, completed=(level - 1) * len(sections) + done, extra=f"length {level}")
 
-        freq = merge_sections(sections, max_n=cfg.max_n, min_freq=cfg.freq_threshold, tmp_dir=tmp, on_step=on_step)
+        freq = merge_sections(sections, max_n=cfg.max_n, min_freq=cfg.freq_threshold, tmp_dir=tmp, on_step=on_step,
+                              entropy_from=cfg.min_n if cfg.min_entropy is not None else None)
         if progress is not None:
             progress.update(task, completed=steps, extra="done")
     return freq
@@ -267,6 +268,9 @@ def _settings(cfg: LexiconConfig, tokenizer: dict[str, Any]) -> dict[str, Any]:
         "min_freq": cfg.freq_threshold,
         "min_pmi": cfg.pmi_threshold,
         "pmi": f"min over binary splits of log{LOG_BASE}(p(w) / (p(l) p(r))), p(x) = count(x) / N_len(x)",
+        "min_entropy": cfg.min_entropy,
+        "entropy": None if cfg.min_entropy is None else
+        "min(left, right) branching entropy in bits; line edges distinct neighbours, `##` neighbours one",
         "style": cfg.style,
         "vocab": str(cfg.vocab) if cfg.vocab is not None else None,
         "lowercase": cfg.lowercase,
@@ -289,20 +293,22 @@ def _fold_raw(ngrams: list[tuple[str, ...]], freqs: list[int]) -> tuple[list[tup
 
 def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig) -> tuple[Lexicon, dict[int, dict[str, int]], int]:
     """Apply the thresholds; the lexicon in `cfg.style`, counts per length, and raw duplicates folded."""
-    sel = select(freq, min_n=cfg.min_n, max_n=cfg.max_n, min_freq=cfg.freq_threshold, min_pmi=cfg.pmi_threshold)
+    sel = select(freq, min_n=cfg.min_n, max_n=cfg.max_n, min_freq=cfg.freq_threshold, min_pmi=cfg.pmi_threshold,
+                 min_entropy=cfg.min_entropy)
     ngrams, freqs = ranked(freq, sel)
     if not ngrams:
+        entropy = f" and min_entropy={cfg.min_entropy:g}" if cfg.min_entropy is not None else ""
         raise ZenError(
             f"no n-gram of length {cfg.min_n}..{cfg.max_n} reached min_freq={cfg.freq_threshold} and "
-            f"min_pmi={cfg.pmi_threshold:g} in {freq.chars:,} chars of corpus; lower min_freq/min_pmi "
-            f"(--min-freq/--min-pmi) or use a larger corpus"
+            f"min_pmi={cfg.pmi_threshold:g}{entropy} in {freq.chars:,} chars of corpus; lower the thresholds "
+            f"(--min-freq/--min-pmi/--min-entropy) or use a larger corpus"
         )
     folded = 0
     if cfg.style == "raw":
         ngrams, freqs, folded = _fold_raw(ngrams, freqs)
     per_length = {
         n: {"candidates": int(freq.candidates.get(n, 0)), "frequent": freq.size(n),
-            "selected": int(len(sel.ids.get(n, ())))}
+            "pmi": int(sel.passed_pmi.get(n, 0)), "selected": int(len(sel.ids.get(n, ())))}
         for n in range(1, cfg.max_n + 1)
     }
     return Lexicon(ngrams, freqs, cfg.style), per_length, folded

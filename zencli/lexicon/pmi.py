@@ -16,11 +16,31 @@ demand 22,026×, which almost no frequent Arabic word-piece sequence reaches. 1-
 min_n is 1 they are selected by frequency alone.
 
 PMI is not monotone in n-gram length, so it never prunes counting; only frequency does (counting.py).
+
+**Which split.** The minimum over the binary splits is the PMI at the n-gram's weakest point: the split
+whose parts are most probable together, log2 p(w) / max_k p(l_k) p(r_k). So "PMI over the best split
+point" is what this computes; the "full product" p(w) / (p(c_1) ⋯ p(c_n)) would reward long n-grams for
+their length and is not used.
+
+**Branching entropy** (optional second filter, `min_entropy`). PMI measures how strongly an n-gram's
+parts stick together, not whether its ends are word boundaries: a fragment such as 会主义 (always inside
+社会主义) sticks together as well as the word does. Its left neighbours give it away: almost always 社.
+For the left neighbours a of w, with c_a = count(a·w) and T = count(w),
+
+    H_left(w) = log2 T - (1/T) · sum_a c_a log2 c_a        (bits; H_right alike with w·b)
+
+is the entropy of the neighbour distribution (Jin & Tanaka-Ishii 2006: branching entropy; the
+accessor-variety idea of Feng et al. 2004). An occurrence at a line start (end) has no neighbour and counts
+as a distinct neighbour of its own. Word pieces: on the right, all `##` continuation neighbours are one
+neighbour ("inside a word": the n-gram ends inside a word of the tokenizer, e.g. `１ ##９` in 1998), and an
+n-gram that starts with a `##` piece always starts inside a word, so its H_left is 0. An n-gram is kept
+when min(H_left, H_right) >= min_entropy. The neighbour counts are exact over the whole corpus
+(counting.py `_Neighbours`), so sharded and one-pass builds select the same lexicon.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,24 +72,29 @@ def pmi(freq: FrequentNgrams, n: int, ids: np.ndarray | None = None) -> np.ndarr
 
 @dataclass
 class Selection:
-    """The selected n-grams of each length: level ids, their counts and PMI (NaN for 1-grams)."""
+    """The selected n-grams of each length: level ids, their counts and PMI (NaN for 1-grams); passed_pmi[n]:
+    how many passed frequency and PMI, before the entropy filter."""
 
     ids: dict[int, np.ndarray]
     counts: dict[int, np.ndarray]
     pmi: dict[int, np.ndarray]
+    passed_pmi: dict[int, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.ids.values())
 
 
-def select(freq: FrequentNgrams, *, min_n: int, max_n: int, min_freq: int, min_pmi: float) -> Selection:
-    """N-grams of length min_n..max_n with count >= min_freq and PMI >= min_pmi."""
+def select(freq: FrequentNgrams, *, min_n: int, max_n: int, min_freq: int, min_pmi: float,
+           min_entropy: float | None = None) -> Selection:
+    """N-grams of length min_n..max_n with count >= min_freq and PMI >= min_pmi, and, when min_entropy is
+    set, min(H_left, H_right) >= min_entropy (the merge must have computed the entropies)."""
     if min_freq < freq.min_freq:
         raise ValueError(f"counts were pruned at {freq.min_freq}; cannot select at {min_freq}")
     sel = Selection({}, {}, {})
     for n in range(min_n, max_n + 1):
         if freq.size(n) == 0:
             sel.ids[n], sel.counts[n], sel.pmi[n] = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+            sel.passed_pmi[n] = 0
             continue
         ids = np.flatnonzero(freq.counts[n] >= min_freq)
         if n == 1:
@@ -77,6 +102,12 @@ def select(freq: FrequentNgrams, *, min_n: int, max_n: int, min_freq: int, min_p
         else:
             scores = pmi(freq, n, ids)
             keep = scores >= min_pmi
+            ids, scores = ids[keep], scores[keep]
+        sel.passed_pmi[n] = len(ids)
+        if min_entropy is not None:
+            if n not in freq.entropy_left:
+                raise ValueError(f"no branching entropy for length {n}: merge with entropy_from <= {min_n}")
+            keep = np.minimum(freq.entropy_left[n][ids], freq.entropy_right[n][ids]) >= min_entropy
             ids, scores = ids[keep], scores[keep]
         sel.ids[n], sel.counts[n], sel.pmi[n] = ids, freq.counts[n][ids], scores
     return sel
