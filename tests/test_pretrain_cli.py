@@ -380,3 +380,17 @@ def test_tiny_recipe_on_pd98_learns(tmp_path, monkeypatch):
     assert r["last_train_record"]["mlm_loss"] < r["first_train_record"]["mlm_loss"] - 3
     zen("model", "export", str(out / "model"), "-o", str(tmp_path / "released"))
     assert (tmp_path / "released" / "pytorch_model.bin").is_file()
+
+
+def test_run_plan_leaves_out_data_keys_added_later_while_they_are_off():
+    """Runs started before `data.normalize` / `data.ngram_min_entropy` existed keep resuming: the plan only
+    names those keys when they are set."""
+    import dataclasses
+
+    from zencli.config import load_job_recipe
+    from zencli.tasks.pretraining import run_plan
+
+    cfg = load_job_recipe("pretrain-zh-tiny")
+    assert not {"normalize", "ngram_min_entropy"} & set(run_plan(cfg)["data"])
+    on = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=1.5, normalize=["tatweel"]))
+    assert run_plan(on)["data"]["ngram_min_entropy"] == 1.5 and run_plan(on)["data"]["normalize"] == ["tatweel"]

@@ -40,6 +40,7 @@ class DataSection:
     vocab_min_freq: int = 1  # built zh vocab: keep characters seen at least this often
     ngram_min_freq: int | None = None  # built lexicon; null: the language default (zh 15, ar 20)
     ngram_min_pmi: float | None = None  # built lexicon; null: the language default (zh 3, ar 10)
+    ngram_min_entropy: float | None = None  # built lexicon: left/right branching entropy filter (bits); null: off
     lowercase: bool | None = None  # tokenizer; null: the vocab's vocab.json setting, else True
     normalize: list[str] = field(default_factory=list)  # built vocab: Arabic normalisations (diacritics, tatweel, alef, yaa)
     max_seq_len: int = 128  # tokens per example, [CLS] and both [SEP] included
@@ -69,6 +70,8 @@ class DataSection:
             raise ZenError(f"vocab_min_freq: expected >= 1, got {self.vocab_min_freq}")
         if self.ngram_min_freq is not None and self.ngram_min_freq < 1:
             raise ZenError(f"ngram_min_freq: expected >= 1 or null, got {self.ngram_min_freq}")
+        if self.ngram_min_entropy is not None and not self.ngram_min_entropy >= 0:
+            raise ZenError(f"ngram_min_entropy: expected a number of bits >= 0 or null, got {self.ngram_min_entropy}")
         if self.workers < 0:
             raise ZenError(f"workers: expected >= 0 (0: one per CPU core), got {self.workers}")
         if self.heldout_examples < 1:

@@ -277,6 +277,9 @@ def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
     data = to_dict(cfg.data)
     for key in ("workers", "heldout_examples", "eval_batch_size"):
         data.pop(key)
+    for key, off in (("normalize", []), ("ngram_min_entropy", None)):  # keys added later: runs made before
+        if data.get(key) == off:                                        # them keep their plan when they are off
+            data.pop(key)
     plan = {"language": cfg.language, "data": data, "masking": to_dict(cfg.masking), "model": to_dict(cfg.model),
             "init": to_dict(cfg.init), "train": {**to_dict(cfg.train.fingerprint_fields()),
                                                 "precision": cfg.train.precision}}
@@ -376,12 +379,13 @@ def _build_lexicon(cfg: PretrainConfig, corpus: list[Path], vocab: Path, path: P
         corpus=corpus, output=path, language=cfg.language,
         vocab=vocab if cfg.language == "ar" else None,  # zh: vocabulary-free characters (as `zen lexicon`)
         lowercase=cfg.data.lowercase, min_freq=cfg.data.ngram_min_freq, min_pmi=cfg.data.ngram_min_pmi,
-        workers=cfg.data.workers,
+        min_entropy=cfg.data.ngram_min_entropy, workers=cfg.data.workers,
     )
     lex_cfg.validate()
     result = build(lex_cfg, console=console)
+    entropy = "" if lex_cfg.min_entropy is None else f", branching entropy ≥ {lex_cfg.min_entropy:g}"
     return (f"built lexicon: {len(result.lexicon):,} n-grams (freq ≥ {lex_cfg.freq_threshold}, PMI ≥ "
-            f"{lex_cfg.pmi_threshold:g}), {time.perf_counter() - t0:.1f} s → {path}")
+            f"{lex_cfg.pmi_threshold:g}{entropy}), {time.perf_counter() - t0:.1f} s → {path}")
 
 
 def prepare(cfg: PretrainConfig, *, console: Console | None = None) -> Prepared:
