@@ -29,6 +29,7 @@ from rich.markup import escape
 
 from zencli.atomic_write import atomic_write_text
 from zencli.bench.ablation import PLAN_FORMAT, RUN_FORMAT, Plan, Run, variant
+from zencli.diffs import first_difference
 from zencli.errors import ZenError
 
 RESULTS = "results.json"
@@ -85,7 +86,7 @@ def open_plan_dir(plan: Plan, command: str, machine: dict[str, Any]) -> dict[str
     if path.is_file() and not isinstance(old, dict):
         raise ZenError(f"{path}: not a readable ablation plan; use another --out")
     if old is not None:
-        diff = _first_difference(old.get("fingerprint", {}), fp)
+        diff = first_difference(old.get("fingerprint", {}), fp)
         if diff:
             raise ZenError(f"{out}: holds an ablation with other settings ({diff}); continue it with its own "
                            f"options (see {path}) or use another --out")
@@ -97,16 +98,6 @@ def open_plan_dir(plan: Plan, command: str, machine: dict[str, Any]) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return doc
-
-
-def _first_difference(old: Any, new: Any, prefix: str = "") -> str | None:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            diff = _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
-            if diff:
-                return diff
-        return None
-    return None if old == new else f"{prefix.rstrip('.')}: {old!r} there, {new!r} now"
 
 
 # -- one run --------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ from zencli.data.shards import (
     write_manifest,
     write_shard,
 )
+from zencli.diffs import first_difference
 from zencli.errors import ZenError
 from zencli.lexicon.matcher import RELEASED_VERSIONS, NgramMatcher
 from zencli.lexicon.ngram_file import Lexicon
@@ -504,15 +505,6 @@ def _clear_outputs(out_dir: Path) -> None:
         shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
-def _first_difference(old: dict[str, Any], new: dict[str, Any]) -> str:
-    for key in sorted(set(old) | set(new)):
-        if old.get(key) != new.get(key):
-            if isinstance(old.get(key), dict) and isinstance(new.get(key), dict):
-                return f"{key}.{_first_difference(old[key], new[key])}"
-            return f"{key}: {old.get(key)!r} there, {new.get(key)!r} now"
-    return "?"
-
-
 def _complete_shards(out_dir: Path, fingerprint: str) -> dict[int, dict[str, Any]]:
     """The shard folders of this fingerprint, by index; a folder of other settings is an error."""
     done: dict[int, dict[str, Any]] = {}
@@ -600,7 +592,7 @@ def generate_shards(
     elif (out / MANIFEST_NAME).exists():
         old = read_manifest(out)
         if old.get("fingerprint") != fingerprint:
-            why = _first_difference(old.get("inputs", {}), fp_inputs)
+            why = first_difference(old.get("inputs", {}), fp_inputs) or "?"
             raise ZenError(f"{out}: holds shards made with other settings ({why}); use another output folder or --overwrite")
         if old.get("complete") and all(read_shard_meta(out / s["name"]) is not None for s in old["shards"]):
             return GenerationResult(out, old, made=0, reused=len(old["shards"]))

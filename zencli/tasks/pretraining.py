@@ -64,6 +64,7 @@ from zencli.atomic_write import atomic_write_text
 from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.data.shards import IGNORE_INDEX, PretrainShards
+from zencli.diffs import first_difference
 from zencli.errors import ZenError
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.train.progress import BaselineWatch
@@ -288,16 +289,6 @@ def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
     return plan
 
 
-def _first_difference(old: Any, new: Any, prefix: str = "") -> str | None:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new), key=str):
-            diff = _first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
-            if diff:
-                return diff
-        return None
-    return None if old == new else f"{prefix.rstrip('.')}: {old!r} there, {new!r} now"
-
-
 def check_output_dir(cfg: PretrainConfig, out: Path) -> None:
     """Refuse an output directory holding another run (unless train.overwrite)."""
     if cfg.train.overwrite or not out.is_dir():
@@ -308,7 +299,7 @@ def check_output_dir(cfg: PretrainConfig, out: Path) -> None:
             old = json.loads(marker.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
             raise ZenError(f"{marker}: not valid JSON; use a new output dir or pass --overwrite") from None
-        diff = _first_difference(old.get("plan", {}), run_plan(cfg)) if isinstance(old, dict) else "unreadable"
+        diff = first_difference(old.get("plan", {}), run_plan(cfg)) if isinstance(old, dict) else "unreadable"
         if diff and ((out / "run.json").is_file() or (out / "checkpoints").is_dir()):
             raise ZenError(f"{out}: holds a pretraining run with other settings ({diff}); continue it with its own "
                            f"recipe ({out / RECIPE_NAME}), use a new output dir, or pass --overwrite")
