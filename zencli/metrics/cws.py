@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from zencli.errors import ZenError
-from zencli.metrics.result import PRF, PRF_COLUMNS, Table, pct, prf_row, ratio
+from zencli.metrics.result import PRF, PRF_COLUMNS, Table, check_sentence_counts, pct, prf_row, ratio
 
 
 def split_words(line: str) -> list[str]:
@@ -141,11 +141,7 @@ def score_cws(
     Sentence i is line i + 1 of both files (blank lines included) in error messages. `train_words`
     (a set, ideally) enables the OOV/IV figures.
     """
-    if len(gold) != len(pred):
-        raise ZenError(
-            f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
-            f"expected one predicted line per gold line"
-        )
+    check_sentence_counts(gold, pred, gold_name, pred_name, "line")
     correct = predicted = total_gold = 0
     gold_oov = correct_oov = gold_iv = correct_iv = 0
     for i, (g_words, p_words) in enumerate(zip(gold, pred)):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from zencli.errors import ZenError
-from zencli.metrics.result import PRF, PRF_COLUMNS, Table, prf_row
+from zencli.metrics.result import PRF, PRF_COLUMNS, Table, check_sentence_counts, prf_row
 from zencli.text.labels import (
     SCHEME_PREFIXES,
     Span,
@@ -182,9 +182,7 @@ def score_ner(
     `scheme=None` detects it (`detect_scheme`); an explicit scheme (IOB2/BIO, IOBES or BMES) still
     rejects labels outside it. `chunking`: how chunks are read (module docstring).
     """
-    if len(gold) != len(pred):
-        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
-                       f"expected one predicted sentence per gold sentence")
+    check_sentence_counts(gold, pred, gold_name, pred_name)
     if scheme is None:
         canonical = scheme_name(detect_scheme(gold, pred, gold_name=gold_name, pred_name=pred_name))
     else:

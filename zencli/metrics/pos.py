@@ -22,7 +22,7 @@ from typing import Any
 
 from zencli.errors import ZenError
 from zencli.metrics.cws import check_same_text
-from zencli.metrics.result import PRF, PRF_COLUMNS, Table, pct, prf_row, ratio
+from zencli.metrics.result import PRF, PRF_COLUMNS, Table, check_sentence_counts, pct, prf_row, ratio
 from zencli.text.labels import decode_words, parse_segment_label, segment_labels
 
 
@@ -106,9 +106,7 @@ def score_pos(
     pred_name: str = "prediction",
 ) -> PosResult:
     """Score per-character joint labels (one list per sentence, same length on both sides)."""
-    if len(gold) != len(pred):
-        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
-                       f"expected one predicted sentence per gold sentence")
+    check_sentence_counts(gold, pred, gold_name, pred_name)
     joint = seg = PRF(0, 0, 0)
     chars = tag_ok = label_ok = 0
     for i, (g_raw, p_raw) in enumerate(zip(gold, pred)):
@@ -135,9 +133,7 @@ def score_pos_words(
     pred_name: str = "prediction",
 ) -> PosResult:
     """Score tagged words ([(word, tag), ...] per sentence); each sentence's characters must match."""
-    if len(gold) != len(pred):
-        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
-                       f"expected one predicted line per gold line")
+    check_sentence_counts(gold, pred, gold_name, pred_name, "line")
     for i, (g, p) in enumerate(zip(gold, pred)):
         for words, name in ((g, gold_name), (p, pred_name)):
             for j, (w, t) in enumerate(words):
@@ -191,9 +187,7 @@ def score_word_tags(
     pred_name: str = "prediction",
 ) -> WordTagResult:
     """Word accuracy of predicted tags against gold tags (one list of tags per sentence, one per word)."""
-    if len(gold) != len(pred):
-        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
-                       f"expected one predicted sentence per gold sentence")
+    check_sentence_counts(gold, pred, gold_name, pred_name)
     per_tag: dict[str, list[int]] = {}
     words = correct = 0
     for i, (g, p) in enumerate(zip(gold, pred)):

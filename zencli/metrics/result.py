@@ -9,7 +9,18 @@ tables (`tables`) that `rich_tables` turns into Rich tables; the rendering shows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sized
 from typing import Any, Protocol
+
+from zencli.errors import ZenError
+
+
+def check_sentence_counts(gold: Sized, pred: Sized, gold_name: str, pred_name: str, unit: str = "sentence") -> None:
+    """A scorer compares sentence i of the prediction with sentence i of the gold file: equal counts or a
+    one-line error."""
+    if len(gold) != len(pred):
+        raise ZenError(f"{pred_name} has {len(pred)} sentences but {gold_name} has {len(gold)}; "
+                       f"expected one predicted {unit} per gold {unit}")
 
 
 def ratio(numerator: float, denominator: float) -> float:
