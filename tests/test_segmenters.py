@@ -18,6 +18,7 @@ from zencli.data.segmenters import (
 )
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.tasks.segmenter import load_model_segmenter
 
 
 def lexicon_of(*words: str) -> Lexicon:
@@ -108,13 +109,15 @@ def test_spec_parsing_and_model_segmenter_errors(tmp_path: Path):
         make_segmenter("wmseg", lex)
     with pytest.raises(ZenError, match="expected a model directory"):
         make_segmenter("model:", lex)
-    with pytest.raises(ZenError, match=r"needs a CWS model made by `zen finetune --task cws`.*no such directory"):
+    with pytest.raises(ZenError, match=r"cannot load task models"):  # the data layer alone: no task models
         make_segmenter(f"model:{tmp_path / 'nope'}", lex)
+    with pytest.raises(ZenError, match=r"needs a CWS model made by `zen finetune --task cws`.*no such directory"):
+        make_segmenter(f"model:{tmp_path / 'nope'}", lex, load_model=load_model_segmenter)
     bare = tmp_path / "bare"
     bare.mkdir()
     (bare / "config.json").write_text(json.dumps({"zen_format": 1, "architecture": "ZenModel"}), encoding="utf-8")
     with pytest.raises(ZenError, match=r"has no such model \(no task.json"):
-        make_segmenter(f"model:{bare}", lex)
+        make_segmenter(f"model:{bare}", lex, load_model=load_model_segmenter)
 
 
 def _saved_tagger(tmp_path: Path, task: str) -> Path:
@@ -130,8 +133,8 @@ def _saved_tagger(tmp_path: Path, task: str) -> Path:
 def test_model_segmenter_uses_a_cws_model_and_refuses_other_tasks(tmp_path: Path):
     lex = lexicon_of("北京")
     with pytest.raises(ZenError, match=r"task is 'ner', not 'cws'"):
-        make_segmenter(f"model:{_saved_tagger(tmp_path, 'ner')}", lex)
-    seg = make_segmenter(f"model:{_saved_tagger(tmp_path, 'cws')}", lex)
+        make_segmenter(f"model:{_saved_tagger(tmp_path, 'ner')}", lex, load_model=load_model_segmenter)
+    seg = make_segmenter(f"model:{_saved_tagger(tmp_path, 'cws')}", lex, load_model=load_model_segmenter)
     tokens = ["[CLS]", "北", "京", "大", "学", "[SEP]", "a", "##b", "[SEP]"]
     spans = seg.segment(tokens)
     # Pieces are consecutive, cover every token once, and special tokens stand alone.

@@ -172,7 +172,7 @@ def run_bench(
 
 
 def _main(spec_path: str) -> None:
-    from zencli.config.schema import LexiconConfig
+    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))

@@ -63,6 +63,7 @@ from zencli.data.segmenters import (
     LexiconSegmenter,
     describe_segmenter,
     lexicon_ngram_set,
+    ModelLoader,
     make_segmenter,
 )
 from zencli.data.shards import (
@@ -317,6 +318,7 @@ class _WorkerConfig:
     out_dir: Path
     work_dir: Path
     fingerprint: str
+    load_model: ModelLoader | None = None  # for a `model:DIR` segmenter (a module-level function: picklable)
 
 
 def slot_featurizer(vocab: Vocab, lexicon: Lexicon | NgramMatcher, settings: PretrainDataSettings,
@@ -332,7 +334,8 @@ def slot_featurizer(vocab: Vocab, lexicon: Lexicon | NgramMatcher, settings: Pre
 class ExampleMaker:
     """Turns the documents of one part into the columns of one shard (see the module docstring)."""
 
-    def __init__(self, vocab: Vocab, lexicon: Lexicon, settings: PretrainDataSettings):
+    def __init__(self, vocab: Vocab, lexicon: Lexicon, settings: PretrainDataSettings,
+                 load_model: ModelLoader | None = None):
         self.vocab = vocab
         self.settings = settings
         self.tokens = vocab.tokens
@@ -341,7 +344,7 @@ class ExampleMaker:
         self.dtype = token_dtype(len(vocab))
         self.segmenter = None
         if settings.masking == "ngram":
-            self.segmenter = make_segmenter(settings.segmenter, lexicon, max_n=MERGE_MAX_N)
+            self.segmenter = make_segmenter(settings.segmenter, lexicon, max_n=MERGE_MAX_N, load_model=load_model)
             ngram_set = (self.segmenter.ngrams if isinstance(self.segmenter, LexiconSegmenter)
                          else lexicon_ngram_set(lexicon, MERGE_MAX_N))
             self.in_lexicon = ngram_set.__contains__
@@ -463,7 +466,7 @@ _STATE: dict[str, Any] = {}
 def _init_worker(config: _WorkerConfig) -> None:
     _STATE.clear()
     _STATE["config"] = config
-    _STATE["maker"] = ExampleMaker(config.vocab, config.lexicon, config.settings)
+    _STATE["maker"] = ExampleMaker(config.vocab, config.lexicon, config.settings, config.load_model)
     _STATE["corpus"] = TokenizedCorpus.load(config.work_dir)
 
 
@@ -543,11 +546,13 @@ def generate_shards(
     workers: int = 1,
     overwrite: bool = False,
     console: Any = None,
+    load_model: ModelLoader | None = None,
 ) -> GenerationResult:
     """Generate (or finish) the pretraining shards of `corpus_files` in `out_dir`; see the module docstring.
 
     `workers`: processes making shards (0: one per CPU core). `console`: a Rich console for progress
-    bars, None for silence. Returns the manifest and timings.
+    bars, None for silence. `load_model`: how a `model:DIR` segmenter is loaded (the tasks layer's
+    `zencli.tasks.segmenter.load_model_segmenter`). Returns the manifest and timings.
     """
     settings = PretrainDataSettings(
         max_seq_len=max_seq_len, dupe_factor=dupe_factor, masking=masking, segmenter=segmenter,
@@ -569,7 +574,8 @@ def generate_shards(
     unmatched = check_lexicon_vocab(lexicon, vocab, lexicon_name)
     seg_desc = "none (char masking)"
     if settings.masking == "ngram":
-        seg_desc = describe_segmenter(make_segmenter(settings.segmenter, lexicon, max_n=MERGE_MAX_N))
+        seg_desc = describe_segmenter(make_segmenter(settings.segmenter, lexicon, max_n=MERGE_MAX_N,
+                                                     load_model=load_model))
     for name in (PAD, CLS, SEP, MASK):  # an unusable vocabulary fails here, not in a worker
         vocab.special_id(name)
     random_token_ids(vocab)
@@ -649,7 +655,7 @@ def generate_shards(
     pending = [t for t in tasks if t.index not in done]
     reused = len(tasks) - len(pending)
     work = out / WORK_DIR
-    config = _WorkerConfig(vocab, lexicon, settings, out, work, fingerprint)
+    config = _WorkerConfig(vocab, lexicon, settings, out, work, fingerprint, load_model)
     made_examples = 0
     t1 = time.perf_counter()
     save_manifest()

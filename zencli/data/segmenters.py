@@ -136,75 +136,14 @@ class JiebaSegmenter:
         return spans_from_word_bounds(tokens, bounds)
 
 
-def load_model_segmenter(directory: str | Path) -> Segmenter:
-    """`model:DIR`: a zen CWS model made by `zen finetune --task cws` (DIR or its `model/` folder)."""
-    from zencli.tasks.model import TASK_NAME, load_task_model
-
-    d = Path(directory)
-    if not d.is_dir():
-        raise _no_cws_model(d, "no such directory")
-    if not (d / TASK_NAME).is_file() and not (d / "model" / TASK_NAME).is_file():
-        raise _no_cws_model(d, f"no {TASK_NAME}: not a fine-tuned task model")
-    loaded = load_task_model(d)
-    if loaded.task.name != "cws":
-        raise _no_cws_model(d, f"its task is {loaded.task.name!r}, not 'cws'")
-    return ModelSegmenter(loaded)
+ModelLoader = Callable[[str], Segmenter]  # `model:DIR` → a Segmenter (zencli.tasks.segmenter.load_model_segmenter)
 
 
-class ModelSegmenter:
-    """Pieces = words predicted by a zen CWS model over the tokens' surface characters."""
+def make_segmenter(spec: str, lexicon: Lexicon, *, max_n: int = 8, load_model: ModelLoader | None = None) -> Segmenter:
+    """`lexicon` | `jieba` | `model:DIR` → a Segmenter (one-line ZenError for anything else).
 
-    name = "model"
-
-    def __init__(self, loaded):
-        self.loaded = loaded
-
-    def segment(self, tokens: Sequence[str]) -> list[Span]:
-        from zencli.data.readers import TaggedSentence
-
-        # Runs of ordinary tokens between special tokens; each run is segmented as its own sentence.
-        runs: list[tuple[int, int]] = []
-        start = None
-        for i, tok in enumerate(tokens):
-            if tok in SPECIAL_TOKENS:
-                if start is not None:
-                    runs.append((start, i))
-                start = None
-            elif start is None:
-                start = i
-        if start is not None:
-            runs.append((start, len(tokens)))
-        sentences, owners = [], []
-        for s, e in runs:
-            chars: list[str] = []
-            owner: list[int] = []  # token index of each character
-            for t in range(s, e):
-                tok = tokens[t]
-                surface = tok[len(CONTINUATION):] if tok.startswith(CONTINUATION) else tok
-                chars.extend(surface)
-                owner.extend([t] * len(surface))
-            sentences.append(TaggedSentence(chars, None, "<segmenter>", 0))
-            owners.append(owner)
-        labels = self.loaded.task.predict(self.loaded.model, self.loaded.inputs, sentences) if sentences else []
-        ends = {owner[c] for owner, labs in zip(owners, labels) for c, lab in enumerate(labs) if lab[:1] in ("E", "S")}
-        spans: list[Span] = [(i, i + 1) for i, tok in enumerate(tokens) if tok in SPECIAL_TOKENS]
-        for s, e in runs:
-            piece_start = s
-            for t in range(s, e):
-                if t in ends or t == e - 1:
-                    spans.append((piece_start, t + 1))
-                    piece_start = t + 1
-        return sorted(spans)
-
-
-def _no_cws_model(d: Path, why: str) -> ZenError:
-    return ZenError(
-        f"model:DIR segmenter needs a CWS model made by `zen finetune --task cws`; {d} has no such model ({why})"
-    )
-
-
-def make_segmenter(spec: str, lexicon: Lexicon, *, max_n: int = 8) -> Segmenter:
-    """`lexicon` | `jieba` | `model:DIR` → a Segmenter (one-line ZenError for anything else)."""
+    A `model:DIR` segmenter is a fine-tuned CWS model, which belongs to the tasks layer above this one: the
+    caller passes its loader (`load_model`), so the data layer never imports upward."""
     spec = spec.strip()
     if spec == "lexicon":
         return LexiconSegmenter(lexicon, max_n)
@@ -214,7 +153,10 @@ def make_segmenter(spec: str, lexicon: Lexicon, *, max_n: int = 8) -> Segmenter:
         directory = spec[len("model:") :]
         if not directory:
             raise ZenError("segmenter 'model:DIR': expected a model directory after 'model:', got nothing")
-        return load_model_segmenter(directory)
+        if load_model is None:
+            raise ZenError("segmenter 'model:DIR': this caller cannot load task models (pretraining passes "
+                           "zencli.tasks.segmenter.load_model_segmenter); use lexicon or jieba here")
+        return load_model(directory)
     raise ZenError(f"segmenter: expected one of {', '.join(SEGMENTER_KINDS)}, got {spec!r}")
 
 
@@ -224,7 +166,5 @@ def describe_segmenter(segmenter: Segmenter) -> str:
         return f"lexicon fmm max_n={segmenter.max_n}"
     if isinstance(segmenter, JiebaSegmenter):
         return segmenter.version
-    if isinstance(segmenter, ModelSegmenter):
-        weights = Path(segmenter.loaded.path) / "model.safetensors"
-        return f"model {segmenter.loaded.path} {weights.stat().st_size} {weights.stat().st_mtime_ns}"
-    return type(segmenter).__name__
+    describe = getattr(segmenter, "describe", None)  # e.g. the model segmenter: its weights' identity
+    return describe() if describe is not None else type(segmenter).__name__

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from zencli.config.schema import LexiconConfig
+from zencli.lexicon.settings import LexiconConfig
 from zencli.workspace import Workspace
 
 

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zencli.config.schema import LexiconConfig
+from zencli.lexicon.settings import LexiconConfig
 from zencli.errors import ZenError
 from zencli.lexicon.counting import (
     CountRun,

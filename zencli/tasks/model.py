@@ -292,7 +292,7 @@ def text_ngrams(texts: Sequence[str], vocab: Path, *, lowercase: bool, min_count
     counted over the tokens the model reads (`zen lexicon` with the model's vocabulary), without [UNK]."""
     import tempfile
 
-    from zencli.config.schema import LexiconConfig
+    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
 
     with tempfile.TemporaryDirectory(prefix="zen-training-ngrams-") as tmp:

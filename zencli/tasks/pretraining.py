@@ -67,6 +67,7 @@ from zencli.data.shards import IGNORE_INDEX, PretrainShards
 from zencli.diffs import first_difference
 from zencli.errors import ZenError
 from zencli.model.pretraining import ZenForPreTraining
+from zencli.tasks.segmenter import load_model_segmenter
 from zencli.train.progress import BaselineWatch
 
 MODEL_DIR = "model"
@@ -362,7 +363,7 @@ def _build_vocab(cfg: PretrainConfig, corpus: list[Path], path: Path, say) -> No
 
 
 def _build_lexicon(cfg: PretrainConfig, corpus: list[Path], vocab: Path, path: Path, console) -> str:
-    from zencli.config.schema import LexiconConfig
+    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
 
     t0 = time.perf_counter()
@@ -448,7 +449,7 @@ def prepare(cfg: PretrainConfig, *, console: Console | None = None) -> Prepared:
         "mask_rate": cfg.masking.rate, "short_seq_prob": d.short_seq_prob, "max_ngrams": d.max_ngrams,
         "ngram_rules": d.ngram_rules, "released_version": d.released_version,
         "examples_per_shard": d.examples_per_shard, "layout": d.layout, "lowercase": d.lowercase,
-        "workers": d.workers, "console": console,
+        "workers": d.workers, "console": console, "load_model": load_model_segmenter,
     }
     generation = {}
     train_dir = out / DATA_DIR / "train"
