@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, needs_shared
 from zencli.cli.lexicon import app
 from zencli.config import load_job_recipe, read_recipe_data
 from zencli.errors import ZenError
@@ -110,11 +111,11 @@ def test_synthetic_corpus_is_deterministic(tmp_path: Path):
     assert text.startswith((tmp_path / "p.txt").read_text(encoding="utf-8"))
 
 
-PD98_TRAIN = Path(__file__).resolve().parents[1] / "../shared/data/pd98/raw/train.txt"
+PD98_TRAIN = PD98 / "raw" / "train.txt"
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not PD98_TRAIN.is_file(), reason="needs ../shared/data/pd98")
+@needs_shared(PD98_TRAIN)
 def test_pd98_train_lexicon(tmp_path: Path):
     from zencli.lexicon.ngram_file import Lexicon
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import ROOT
 from tests.test_train_fixtures import build, collate, lm_loss, make_examples
-from tests.test_train_loop import ROOT, losses, run
+from tests.test_train_loop import losses, run
 from zencli.errors import ZenError
 from zencli.train import IndexedBatches, LengthGroupedBatches, TrainSettings, train
 from zencli.train.checkpoint import load_checkpoint

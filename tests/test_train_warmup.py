@@ -10,6 +10,7 @@ import json
 import pytest
 from rich.console import Console
 
+from tests.conftest import REF, needs_shared
 from tests.test_train_budget import clock, records, timed_loss  # noqa: F401  (clock is a fixture)
 from tests.test_train_fixtures import build, collate, make_examples
 from tests.test_train_loop import run, settings
@@ -107,13 +108,12 @@ def test_fingerprints_hold_the_ratio_only_when_it_decides_something_new():
     assert budget["warmup_ratio"] == 0.1 and budget["warmup_steps"] == 0
 
 
+@needs_shared(REF)
 def test_finetuning_passes_its_warmup_ratio_to_the_loop(tmp_path):
-    from tests.test_finetune_cli import NGRAM, REF, TINY, VOCAB, _sets, error, write_task_data
+    from tests.test_finetune_cli import NGRAM, TINY, VOCAB, _sets, error, write_task_data
     from zencli.cli.app import app
     from typer.testing import CliRunner
 
-    if not REF.is_dir():
-        pytest.skip("shared fixtures not present")
     data = str(write_task_data(tmp_path, "cws"))
     base = ["--recipe", "finetune-pd98-cws", "--train", data, "--vocab", str(VOCAB), "--ngram", str(NGRAM),
             "-o", str(tmp_path / "run"), *_sets(TINY), "--max-steps", "4"]

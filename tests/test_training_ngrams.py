@@ -7,17 +7,17 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pytest
 import torch
 
+from tests.conftest import REF, needs_shared
 from tests.test_finetune_cli import error, finetune
-from tests.test_tasks_tagging import NGRAM, REF, VOCAB, tiny_model
+from tests.test_tasks_tagging import NGRAM, VOCAB, tiny_model
 from zencli.data.features import CharIds
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.tasks.model import add_training_ngrams, load_task_model
 from zencli.text.vocab import Vocab
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 
 def _char_ids() -> CharIds:
