@@ -68,3 +68,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+class Clock:
+    """A stand-in for time.perf_counter that moves only when a test sets `now`."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The clock the training time budget reads (zencli.train.budget), under the test's control."""
+    from zencli.train import budget
+
+    c = Clock()
+    monkeypatch.setattr(budget.time, "perf_counter", c)
+    return c

@@ -21,6 +21,7 @@ from zencli.lexicon.matcher import (
     select_released,
 )
 
+
 def as_lists(m: Matches) -> list[list[tuple[int, int, int]]]:
     """(id, start, length) per sequence, in the order the Matches hold them."""
     out: list[list[tuple[int, int, int]]] = [[] for _ in range(m.n_seqs)]

@@ -11,6 +11,7 @@ from tests.conftest import FIXTURES, needs_shared
 from zencli.model.config import ZenConfig
 from zencli.model.relative_attention import RelativeSelfAttention, relative_sinusoid, skew
 
+
 def sinusoid(p: int, dim: int) -> list[float]:
     """R_p written out: [sin(p·ω_0) … sin(p·ω_{d/2−1}) | cos(p·ω_0) … ], ω_j = 10000^(−j/(d/2−1))."""
     half = dim // 2

@@ -276,7 +276,8 @@ def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
     p = load_pretrained(out / "model")
     cfg = p.model.config
     assert cfg.encoder == "zen2" and cfg.num_hidden_layers == 2 and cfg.num_hidden_word_layers == 1
-    assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
+    assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") \
+        == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
     assert not (out / "vocab.txt").exists()  # the checkpoint's vocabulary was used, not a new one
     torch.testing.assert_close(p.model.bert.embeddings.word_embeddings.weight,
                                bert.embeddings.word_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
@@ -309,7 +310,8 @@ def test_recipe_errors_name_the_key(tmp_path):
     assert "data.max_seq_len" in error("pretrain", "-r", recipe, "--set", "data.max_seq_len=3")
     assert "masking.rate" in error("pretrain", "-r", recipe, "--set", "masking.rate=1.5")
     assert "`zen lexicon`" in error("pretrain", "-r", "lexicon-zh-pd98")
-    assert "run `zen lexicon --workdir" in error("pretrain", "-o", str(tmp_path / "x"), "--workdir", str(tmp_path / "ws"))
+    assert "run `zen lexicon --workdir" in error("pretrain", "-o", str(tmp_path / "x"),
+                                                "--workdir", str(tmp_path / "ws"))
     assert "no such file" in error("pretrain", "-r", recipe, "--set", "data.corpus=[nope.txt]")
     msg = error("pretrain", "-r", recipe, "--set", "data.build_missing=false", "-o", str(tmp_path / "y"))
     assert msg.startswith("data.vocab: not given") and "build_missing" in msg

@@ -242,7 +242,8 @@ def test_nli_labels_are_read_through_their_aliases(tmp_path):
 def test_prediction_lines_empty_lines_and_output_formats(tmp_path):
     train = write(tmp_path / "train.tsv", pair_lines(10, 0))
     task, model, inputs, _, _ = tiny_task(tmp_path, "spm", train)
-    examples = [task.parse_input(t, "in.txt", i) for i, t in enumerate(["北京\t中国", "", "  ", "中国\t" + "北" * 50], 1)]
+    texts = ["北京\t中国", "", "  ", "中国\t" + "北" * 50]
+    examples = [task.parse_input(t, "in.txt", i) for i, t in enumerate(texts, 1)]
     predictions = task.predict(model, inputs, examples, batch_size=3)
     assert [p.label is None for p in predictions] == [False, True, True, False]
     p = predictions[0]

@@ -74,7 +74,8 @@ def test_windows_advance_by_doc_stride_and_only_the_window_holding_the_answer_po
     doc = task.document(example, inputs)
     assert doc.windows == plan_windows(42, 19, 6)  # 24 − [CLS] 在哪 [SEP] … [SEP] = 19 context tokens
     records, notes = task.training_records([example], inputs)
-    assert len(records) == len(doc.windows) and "1 training questions with contexts longer than one window were read as 5 windows" in notes[0]
+    assert len(records) == len(doc.windows) \
+        and "1 training questions with contexts longer than one window were read as 5 windows" in notes[0]
     hits = 0
     for w, rec in zip(doc.windows, records):
         s, e = int(rec["start_positions"]), int(rec["end_positions"])

@@ -87,7 +87,8 @@ def test_input_lines_and_exact_score_output(tmp_path):
 
 
 def test_scores_rank_candidates_per_question(tmp_path):
-    gold = read_gold(write(tmp_path / "dev.tsv", ["a\t问\t甲\t0", "a\t问\t乙\t1", "b\t问\t丙\t1", "b\t问\t丁\t0"]), "qa")
+    dev = write(tmp_path / "dev.tsv", ["a\t问\t甲\t0", "a\t问\t乙\t1", "b\t问\t丙\t1", "b\t问\t丁\t0"])
+    gold = read_gold(dev, "qa")
     task, *_ = tiny_task(tmp_path, "qa", write(tmp_path / "train.tsv", qa_lines(2, 0)))
     evaluation = task.evaluate(gold, [0.7, 0.6, 0.9, 0.2])  # question a: the positive ranks 2nd
     assert evaluation.result.mrr == pytest.approx(0.75) and evaluation.result.positive.f1 == pytest.approx(0.8)

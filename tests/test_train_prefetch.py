@@ -313,7 +313,7 @@ def test_ctrl_c_in_a_run_with_workers_leaves_no_process_behind(tmp_path):
             "def slow(model, batch):\n"
             "    time.sleep(0.05)\n"
             "    return f.lm_loss(model, batch)\n"
-            f"s = TrainSettings(max_steps=10_000, batch_size=8, device='cpu', output_dir=sys.argv[1], "
+            "s = TrainSettings(max_steps=10_000, batch_size=8, device='cpu', output_dir=sys.argv[1], "
             "tensorboard=False, data_workers=2, log_every=1)\n"
             "try:\n"
             "    train(f.build(), slow, IndexedBatches(f.make_examples(), f.collate, seed=3), s, show_progress=False)\n"

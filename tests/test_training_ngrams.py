@@ -104,7 +104,8 @@ def test_a_sentence_task_adds_the_pmi_ngrams_of_its_training_texts(tmp_path):
     """sa: no labelled words, so the PMI n-grams of the training texts (counted over the model's tokens)
     join the lexicon."""
     data = tmp_path / "sa.tsv"
-    lines = [f"{i % 2}\t{t}" for i, t in enumerate(["天地山水很好龘龘", "我们在天地山水学习", "天地山水和日月龘龘", "他们在北京"] * 3)]
+    texts = ["天地山水很好龘龘", "我们在天地山水学习", "天地山水和日月龘龘", "他们在北京"] * 3
+    lines = [f"{i % 2}\t{t}" for i, t in enumerate(texts)]
     data.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     r, out = finetune(tmp_path, "sa", "--set", "model.training_ngrams=3", "--train", str(data), "--dev", str(data),
                       "--test", str(data), steps=2, dev=False)

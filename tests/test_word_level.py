@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,9 +16,9 @@ from zencli.config.loading import apply_overrides, from_dict
 from zencli.data.readers.tagging import read_tagging
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.model.heads import TokenClassificationHead
 from zencli.metrics.ner import conlleval_spans, score_ner
 from zencli.metrics.pos import score_word_tags
+from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import task_class
 from zencli.tasks.inputs import InputPipeline, InputSettings
 from zencli.tasks.model import build_task_model
@@ -68,7 +67,8 @@ def test_word_level_pos_formats_word_slash_word_tab_and_conllu(tmp_path):
     assert (info.format, info.level, info.scheme) == ("word-slash", "word", None)
     assert sents[1].tagged_words == [("في", "PREP"), ("البيت", "DET+NOUN")]
     sents, info = _read(tmp_path, "قال\tVERB\nسمران\tNOUN_PROP\n\nفي\tPREP\n", "pos")
-    assert (info.format, info.level, [s.labels for s in sents]) == ("conll-word", "word", [["VERB", "NOUN_PROP"], ["PREP"]])
+    assert (info.format, info.level, [s.labels for s in sents]) \
+        == ("conll-word", "word", [["VERB", "NOUN_PROP"], ["PREP"]])
     conllu = ("# sent_id = 1\n# text = وبالبيت قال\n1-3\tوبالبيت\t_\t_\t_\t_\t_\t_\t_\t_\n"
               "1\tو\tو\tCCONJ\tC---------\t_\t0\tcc\t_\t_\n2\tب\tب\tADP\tP---------\t_\t3\tcase\t_\t_\n"
               "3\tالبيت\tبيت\t_\tN------S2D\t_\t0\troot\t_\t_\n4\tقال\tقال\tVERB\tVP-A-3MS--\t_\t0\troot\t_\t_\n\n")
@@ -242,7 +242,8 @@ def test_a_word_level_model_refuses_char_level_data_and_chte_from_characters(tmp
                                              *task.labels.encode_all(["I-PER"]), -100, -100]
     assert any("word pieces" in n for n in notes)
     zh = cls.read(write(tmp_path / "zh.txt", "北\tB-LOC\n京\tI-LOC\n\n"))
-    with pytest.raises(ZenError, match=r"zh\.txt: read as char-level conll data, but the model tags one label per word"):
+    with pytest.raises(ZenError, match=r"zh\.txt: read as char-level conll data, "
+                                       r"but the model tags one label per word"):
         task.evaluate(zh, [["O", "O"]])
     chte = from_dict(FinetuneConfig, apply_overrides({}, [*sets[:2], "model.encoder=chte"]), source="t")
     with pytest.raises(ZenError, match="CHTE from characters reads char-level data"):

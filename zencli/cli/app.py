@@ -34,9 +34,7 @@ def _root(
 
 
 def _register() -> None:
-    from zencli.cli import bench, evaluate, lexicon, model, quickstart, recipe, vocab
-    from zencli.cli import finetune, predict
-    from zencli.cli import data, pretrain
+    from zencli.cli import bench, data, evaluate, finetune, lexicon, model, predict, pretrain, quickstart, recipe, vocab
 
     app.command("quickstart")(quickstart.quickstart)
     app.command("evaluate")(evaluate.evaluate)
