@@ -61,7 +61,8 @@ def zen(*args: str, input: str | None = None) -> str:
     return r.output
 
 
-PRETRAIN = ["data.normalize=[diacritics,tatweel,alef,yaa]", "data.vocab_size=90", "data.ngram_min_freq=3", "data.ngram_min_pmi=1", "data.dupe_factor=1",
+PRETRAIN = ["data.normalize=[diacritics,tatweel,alef,yaa]", "data.vocab_size=90", "data.ngram_min_freq=3",
+            "data.ngram_min_pmi=1", "data.dupe_factor=1",
             "train.max_steps=3", "train.warmup_steps=1", "train.save_every=0", "train.log_every=1",
             "model.hidden_size=32", "model.num_hidden_layers=2", "model.num_attention_heads=2",
             "model.intermediate_size=64", "model.num_hidden_word_layers=1"]

@@ -10,6 +10,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, needs_shared
 from zencli.bench.model import (
     DENSE_VARIANT,
     ENCODERS,
@@ -251,13 +252,12 @@ def test_cli_bad_size_is_a_zen_error():
 
 
 @pytest.mark.e2e
+@needs_shared(PD98 / "raw" / "train.txt")
 def test_pd98_text_with_a_real_lexicon(tmp_path: Path):
     # Real characters and real lexicon matches: the slot fill must look like the released data's.
     from zencli.bench.matcher import count_lexicon
 
-    train = Path(__file__).resolve().parents[2] / "shared/data/pd98/raw/train.txt"
-    if not train.is_file():
-        pytest.skip("PD98 not available")
+    train = PD98 / "raw" / "train.txt"
     ngrams, freqs, _ = count_lexicon(train, 2_000_000, 50, 4)
     lex = tmp_path / "ngram.txt"
     Lexicon(ngrams, freqs).save(lex)

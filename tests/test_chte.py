@@ -21,14 +21,7 @@ from zencli.model.chte import (
 )
 from zencli.model.crf import allowed_transitions
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation, and the CPU is shared with other jobs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors (conftest.py)
 
 
 def tiny(**overrides) -> ChteConfig:
@@ -142,7 +135,7 @@ def test_receptive_fields_of_the_paper_windows():
     for h, w in enumerate(windows):
         seen = []
         for p in range(L):  # max-pooling passes gradient to one element only, so probe by perturbation
-            for trial in range(4):
+            for _ in range(4):
                 bumped = x.clone()
                 bumped[0, p] += 10 * torch.randn(3)
                 if not torch.allclose(conv(bumped, full)[0, j, h * dh:(h + 1) * dh], base[h * dh:(h + 1) * dh]):
@@ -313,7 +306,7 @@ def test_tiny_chte_crf_learns_a_toy_tagging_task():
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     began = time.perf_counter()
     losses = []
-    for step in range(100):
+    for _ in range(100):
         model.train()
         loss = model(mask, tags, **inputs).loss
         opt.zero_grad()

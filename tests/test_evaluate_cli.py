@@ -2,7 +2,6 @@
 with hand-computed scores, JSON output, alignment errors and unseen predicted labels; plus PD98 e2e."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,21 +9,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, ROOT, needs_shared, write
 from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.tasks.scoring import read_train_words, score_files
 
-REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    return path
-
-
 def _conll(path: Path, sentences: list[list[tuple[str, str]]]) -> Path:
-    return _write(path, [line for s in sentences for line in [f"{c}\t{lab}" for c, lab in s] + [""]])
+    return write(path, [line for s in sentences for line in [f"{c}\t{lab}" for c, lab in s] + [""]])
 
 
 def _scores(*args: str) -> dict:
@@ -43,7 +37,7 @@ def _error(*args: str) -> str:
 
 
 def _zen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zencli", *args], cwd=REPO, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "zencli", *args], cwd=ROOT, capture_output=True, text=True)
 
 
 # --- CWS ------------------------------------------------------------------------------------------
@@ -55,9 +49,9 @@ TRAIN_WORDS = ["我们", "喜欢", "今天", "很", "好"]  # 北京 and 天气 
 
 
 def test_cws_prf_and_oov_from_a_word_list(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
-    pred = _write(tmp_path / "pred.txt", CWS_PRED)
-    words = _write(tmp_path / "words.txt", TRAIN_WORDS)
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
+    pred = write(tmp_path / "pred.txt", CWS_PRED)
+    words = write(tmp_path / "words.txt", TRAIN_WORDS)
     d = _scores("--task", "cws", "--gold", str(gold), "--pred", str(pred), "--train-words", str(words))
     # 2 correct of 6 predicted and 7 gold words: P = 1/3, R = 2/7, F = 2PR/(P+R) = 4/13.
     assert (d["correct"], d["predicted"], d["gold"]) == (2, 6, 7)
@@ -79,34 +73,34 @@ def test_cws_char_level_gold_against_sighan_prediction_and_sighan_train_words(tm
         return out
 
     gold = _conll(tmp_path / "gold.tsv", [bmes(x) for x in CWS_GOLD])
-    pred = _write(tmp_path / "pred.txt", CWS_PRED)
-    train = _write(tmp_path / "train.txt", ["我们 喜欢", "今天 很 好"])  # SIGHAN training lines
+    pred = write(tmp_path / "pred.txt", CWS_PRED)
+    train = write(tmp_path / "train.txt", ["我们 喜欢", "今天 很 好"])  # SIGHAN training lines
     d = _scores("--task", "cws", "--gold", str(gold), "--pred", str(pred), "--train-words", str(train))
     assert (d["gold_format"], d["prediction_format"]) == ("conll", "sighan")
     assert d["f1"] == pytest.approx(4 / 13) and d["oov_rate"] == pytest.approx(2 / 7)
 
 
 def test_train_words_file_kinds(tmp_path: Path):
-    assert read_train_words(_write(tmp_path / "a.txt", TRAIN_WORDS)) == (set(TRAIN_WORDS), "word-list")
-    assert read_train_words(_write(tmp_path / "b.txt", ["我们 喜欢", "很"])) == ({"我们", "喜欢", "很"}, "sighan")
-    counted = _write(tmp_path / "c.txt", ["我们 12", "喜欢 3"])  # counts are not words
+    assert read_train_words(write(tmp_path / "a.txt", TRAIN_WORDS)) == (set(TRAIN_WORDS), "word-list")
+    assert read_train_words(write(tmp_path / "b.txt", ["我们 喜欢", "很"])) == ({"我们", "喜欢", "很"}, "sighan")
+    counted = write(tmp_path / "c.txt", ["我们 12", "喜欢 3"])  # counts are not words
     assert read_train_words(counted) == ({"我们", "喜欢"}, "word-counts")
-    tabbed = _write(tmp_path / "d.txt", ["我们\t12\tr", "喜欢\t3\tv"])
+    tabbed = write(tmp_path / "d.txt", ["我们\t12\tr", "喜欢\t3\tv"])
     assert read_train_words(tabbed) == ({"我们", "喜欢"}, "word-list-tab")
     conll = _conll(tmp_path / "e.tsv", [[("我", "B"), ("们", "E"), ("好", "S")]])
     assert read_train_words(conll) == ({"我们", "好"}, "conll")
 
 
 def test_cws_prediction_whose_text_differs_names_the_line(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["我们 喜欢 北京", "今天 天汽 很 好"])
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
+    pred = write(tmp_path / "pred.txt", ["我们 喜欢 北京", "今天 天汽 很 好"])
     msg = _error("--task", "cws", "--gold", str(gold), "--pred", str(pred))
     assert f"{pred}:2" in msg and f"{gold}:2" in msg and "character 4" in msg
 
 
 def test_cws_prediction_without_spaces_is_one_word_per_line(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["我们喜欢北京", "今天天气很好"])
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
+    pred = write(tmp_path / "pred.txt", ["我们喜欢北京", "今天天气很好"])
     d = _scores("--task", "cws", "--gold", str(gold), "--pred", str(pred))
     assert (d["correct"], d["predicted"], d["gold"]) == (0, 2, 7)
     assert d["prediction_format"] == "sighan" and any("no spaces" in n for n in d["notes"])
@@ -147,8 +141,8 @@ def test_ner_conll_per_type(tmp_path: Path):
 
 def test_ner_x02_prediction(tmp_path: Path):
     gold = _conll(tmp_path / "gold.tsv", NER_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["\x02".join(c for c, _ in s) + "\t" + "\x02".join(lab for _, lab in s)
-                                          for s in NER_PRED])
+    pred = write(tmp_path / "pred.txt", ["\x02".join(c for c, _ in s) + "\t" + "\x02".join(lab for _, lab in s)
+                                         for s in NER_PRED])
     d = _scores("--task", "ner", "--gold", str(gold), "--pred", str(pred))
     assert d["prediction_format"] == "x02"
     _check_ner(d)
@@ -182,7 +176,7 @@ def test_ner_unseen_predicted_labels_are_counted_not_fatal(tmp_path: Path):
 
 
 def test_pos_word_slash_gold_against_char_level_prediction(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", ["我/r 爱/v 北京/ns", "天气/n 好/a"])
+    gold = write(tmp_path / "gold.txt", ["我/r 爱/v 北京/ns", "天气/n 好/a"])
     pred = _conll(tmp_path / "pred.tsv", [
         [("我", "S-r"), ("爱", "S-p"), ("北", "B-ns"), ("京", "E-ns")],  # 爱 mistagged
         [("天", "S-n"), ("气", "S-n"), ("好", "S-a")],  # 天气 split
@@ -204,8 +198,8 @@ DC_GOLD = ["体育\t比赛很精彩", "财经\t股市上涨", "体育\t球队赢
 
 
 def test_dc_label_list_accuracy_and_macro_f1(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", DC_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["体育", "体育", "体育", "娱乐"])
+    gold = write(tmp_path / "gold.tsv", DC_GOLD)
+    pred = write(tmp_path / "pred.txt", ["体育", "体育", "体育", "娱乐"])
     d = _scores("--task", "dc", "--gold", str(gold), "--pred", str(pred))
     assert d["prediction_format"] == "labels" and d["metric"] == "classification"
     assert (d["correct"], d["total"]) == (3, 4) and d["accuracy"] == 0.75 and d["main_score"] == 0.75
@@ -214,29 +208,29 @@ def test_dc_label_list_accuracy_and_macro_f1(tmp_path: Path):
 
 
 def test_sa_unseen_predicted_label_is_counted(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", ["1\t很好用", "0\t太差了", "1\t推荐购买"])
-    pred = _write(tmp_path / "pred.txt", ["1", "2", "1", ""])  # a trailing blank line is fine
+    gold = write(tmp_path / "gold.tsv", ["1\t很好用", "0\t太差了", "1\t推荐购买"])
+    pred = write(tmp_path / "pred.txt", ["1", "2", "1", ""])  # a trailing blank line is fine
     d = _scores("--task", "sa", "--gold", str(gold), "--pred", str(pred))
     assert d["accuracy"] == pytest.approx(2 / 3)
     assert d["unseen_labels"] == {"2": 1} and d["unknown_predictions"] == 1
 
 
 def test_nli_prediction_in_the_gold_format_must_hold_the_gold_texts(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", ["他在跑步\t他在运动\tentailment", "天很冷\t天很热\tcontradiction",
-                                          "她笑了\t她很高兴\tneutral"])
-    pred = _write(tmp_path / "pred.tsv", ["他在跑步\t他在运动\tentailment", "天很冷\t天很热\tcontradictory",
-                                          "她笑了\t她很高兴\tentailment"])
+    gold = write(tmp_path / "gold.tsv", ["他在跑步\t他在运动\tentailment", "天很冷\t天很热\tcontradiction",
+                                         "她笑了\t她很高兴\tneutral"])
+    pred = write(tmp_path / "pred.tsv", ["他在跑步\t他在运动\tentailment", "天很冷\t天很热\tcontradictory",
+                                         "她笑了\t她很高兴\tentailment"])
     d = _scores("--task", "nli", "--gold", str(gold), "--pred", str(pred))
     assert d["prediction_format"] == "tsv" and (d["correct"], d["total"]) == (2, 3)
-    shuffled = _write(tmp_path / "shuffled.tsv", ["天很冷\t天很热\tcontradiction", "他在跑步\t他在运动\tentailment",
-                                                  "她笑了\t她很高兴\tneutral"])
+    shuffled = write(tmp_path / "shuffled.tsv", ["天很冷\t天很热\tcontradiction", "他在跑步\t他在运动\tentailment",
+                                                 "她笑了\t她很高兴\tneutral"])
     msg = _error("--task", "nli", "--gold", str(gold), "--pred", str(shuffled))
     assert f"{shuffled}:1" in msg and f"{gold}:1" in msg and "differs" in msg
 
 
 def test_label_list_with_an_inner_blank_line_is_refused(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", DC_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["体育", "", "体育", "娱乐"])
+    gold = write(tmp_path / "gold.tsv", DC_GOLD)
+    pred = write(tmp_path / "pred.txt", ["体育", "", "体育", "娱乐"])
     assert f"{pred}:2: empty line" in _error("--task", "dc", "--gold", str(gold), "--pred", str(pred))
 
 
@@ -245,9 +239,9 @@ def test_label_list_with_an_inner_blank_line_is_refused(tmp_path: Path):
 
 def test_qa_mrr_and_f1_from_one_score_per_line(tmp_path: Path):
     # q0: the positive ranks 2nd (RR 1/2); q1 (not contiguous): 1st (RR 1); q2 has no positive (RR 0).
-    gold = _write(tmp_path / "gold.tsv", ["q0\t问一\t甲\t0", "q1\t问二\t乙\t1", "q0\t问一\t丙\t1",
-                                          "q2\t问三\t丁\t0", "q0\t问一\t戊\t0", "q1\t问二\t己\t0"])
-    pred = _write(tmp_path / "pred.txt", ["0.9", "0.8", "0.4", "0.2", "0.1", "3e-1"])
+    gold = write(tmp_path / "gold.tsv", ["q0\t问一\t甲\t0", "q1\t问二\t乙\t1", "q0\t问一\t丙\t1",
+                                         "q2\t问三\t丁\t0", "q0\t问一\t戊\t0", "q1\t问二\t己\t0"])
+    pred = write(tmp_path / "pred.txt", ["0.9", "0.8", "0.4", "0.2", "0.1", "3e-1"])
     d = _scores("--task", "qa", "--gold", str(gold), "--pred", str(pred))
     assert d["metric"] == "ranking" and d["prediction_format"] == "scores"
     assert d["mrr"] == pytest.approx(0.5) and d["main_score"] == d["mrr"]
@@ -257,8 +251,8 @@ def test_qa_mrr_and_f1_from_one_score_per_line(tmp_path: Path):
 
 
 def test_qa_score_that_is_not_a_number_names_the_line(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", ["q0\t问\t甲\t0", "q0\t问\t乙\t1"])
-    pred = _write(tmp_path / "pred.txt", ["0.3", "nan"])
+    gold = write(tmp_path / "gold.tsv", ["q0\t问\t甲\t0", "q0\t问\t乙\t1"])
+    pred = write(tmp_path / "pred.txt", ["0.3", "nan"])
     assert f"{pred}:2" in _error("--task", "qa", "--gold", str(gold), "--pred", str(pred))
 
 
@@ -303,8 +297,8 @@ def test_mrc_prediction_ids_that_match_no_gold_question(tmp_path: Path):
 
 
 def test_tables_on_the_terminal_and_json_file(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
-    pred = _write(tmp_path / "pred.txt", CWS_PRED)
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
+    pred = write(tmp_path / "pred.txt", CWS_PRED)
     out = tmp_path / "out" / "scores.json"
     r = runner.invoke(app, ["evaluate", "--task", "cws", "--gold", str(gold), "--pred", str(pred), "--json", str(out)],
                       catch_exceptions=False)
@@ -316,8 +310,8 @@ def test_tables_on_the_terminal_and_json_file(tmp_path: Path):
 
 
 def test_labels_that_look_like_markup_are_printed_as_they_are(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", ["[pos]\t这个东西很好用", "[/neg]\t这个东西太差了", "[pos]\t推荐大家购买"])
-    pred = _write(tmp_path / "pred.txt", ["[pos]", "[UNK]", "[pos]"])
+    gold = write(tmp_path / "gold.tsv", ["[pos]\t这个东西很好用", "[/neg]\t这个东西太差了", "[pos]\t推荐大家购买"])
+    pred = write(tmp_path / "pred.txt", ["[pos]", "[UNK]", "[pos]"])
     r = runner.invoke(app, ["evaluate", "--task", "sa", "--gold", str(gold), "--pred", str(pred)],
                       catch_exceptions=False)
     assert r.exit_code == 0, r.output
@@ -325,8 +319,8 @@ def test_labels_that_look_like_markup_are_printed_as_they_are(tmp_path: Path):
 
 
 def test_mismatched_line_counts_one_line_error_exit_2(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
-    pred = _write(tmp_path / "pred.txt", [*CWS_PRED, "多 一 行"])
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
+    pred = write(tmp_path / "pred.txt", [*CWS_PRED, "多 一 行"])
     r = _zen("evaluate", "--task", "cws", "--gold", str(gold), "--pred", str(pred))
     assert r.returncode == 2 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
@@ -335,34 +329,27 @@ def test_mismatched_line_counts_one_line_error_exit_2(tmp_path: Path):
 
 
 def test_mismatched_label_count_names_both_files(tmp_path: Path):
-    gold = _write(tmp_path / "gold.tsv", DC_GOLD)
-    pred = _write(tmp_path / "pred.txt", ["体育", "体育"])
+    gold = write(tmp_path / "gold.tsv", DC_GOLD)
+    pred = write(tmp_path / "pred.txt", ["体育", "体育"])
     msg = _error("--task", "dc", "--gold", str(gold), "--pred", str(pred))
     assert f"{pred} has 2 examples but {gold} has 4" in msg
 
 
 def test_argument_errors(tmp_path: Path):
-    gold = _write(tmp_path / "gold.txt", CWS_GOLD)
+    gold = write(tmp_path / "gold.txt", CWS_GOLD)
     assert "missing --task" in _error("--gold", str(gold), "--pred", str(gold))
     assert "task 'xyz'" in _error("--task", "xyz", "--gold", str(gold), "--pred", str(gold))
     assert "cws only" in _error("--task", "ner", "--gold", str(gold), "--pred", str(gold), "--train-words", str(gold))
     assert "zen finetune" in _error("some-model", "--data", str(gold))
     assert "--data goes with MODEL" in _error("--task", "cws", "--data", str(gold))
-    raw = _write(tmp_path / "raw.txt", ["我们喜欢北京", "今天天气很好"])
+    raw = write(tmp_path / "raw.txt", ["我们喜欢北京", "今天天气很好"])
     assert "no word boundaries" in _error("--task", "cws", "--gold", str(raw), "--pred", str(gold))
 
 
 # --- PD98 end to end --------------------------------------------------------------------------------
 
 
-def _shared_data() -> Path:
-    env = os.environ.get("ZEN_SHARED_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
-
-
-PD98 = _shared_data() / "pd98"
-needs_data = pytest.mark.skipif(not (PD98 / "cws" / "dev.txt").is_file(),
-                                reason=f"shared data not found at {PD98} (set ZEN_SHARED_DATA)")
+needs_data = needs_shared(PD98 / "cws" / "dev.txt")
 
 
 def _fmm(text: str, words: set[str], max_len: int) -> list[str]:
@@ -385,7 +372,7 @@ def test_pd98_dev_against_itself_and_a_maximum_matching_baseline(tmp_path: Path)
     assert round(d["oov_rate"], 4) == stats["oov_rate_vs_train"]
     words = {w for line in train.read_text(encoding="utf-8").splitlines() for w in line.split()}
     fmm = [" ".join(_fmm("".join(line.split()), words, 6)) for line in dev.read_text(encoding="utf-8").splitlines()]
-    pred = _write(tmp_path / "fmm.txt", fmm)
+    pred = write(tmp_path / "fmm.txt", fmm)
     d = _scores("--task", "cws", "--gold", str(dev), "--pred", str(pred))
     assert round(d["f1"], 4) == 0.9296  # what the metrics helper measured for this baseline
     assert (d["correct"], d["predicted"], d["gold"]) == (98761, 107878, 104595)

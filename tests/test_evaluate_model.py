@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import REF, needs_shared, write
 from tests.test_tasks_classification import keyword_lines, pair_lines
 from tests.test_tasks_mrc import mrc_lines
 from tests.test_tasks_ranking import qa_lines
-from tests.test_tasks_tagging import NGRAM, REF, TINY, VOCAB, _write, write_task_data
+from tests.test_tasks_tagging import NGRAM, TINY, VOCAB, write_task_data
 from zencli.cli.app import app
 from zencli.errors import ZenError
 
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 # Per task: training lines, dev lines (with one input much longer than a 16-token window), extra settings.
 LONG_TEXT = "北京大学的学生在图书馆学习新政策" * 6  # 96 chars
@@ -44,8 +45,8 @@ def models(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     tmp = tmp_path_factory.mktemp("evaluate-model")
     out = {}
     for task, (train, dev, ext) in DATA.items():
-        train_path = _write(tmp / f"{task}-train.{ext}", train)
-        dev_path = _write(tmp / f"{task}-dev.{ext}", dev)
+        train_path = write(tmp / f"{task}-train.{ext}", train)
+        dev_path = write(tmp / f"{task}-dev.{ext}", dev)
         r = runner.invoke(app, ["finetune", "--task", task, "--train", str(train_path), "--dev", str(dev_path),
                                 "--vocab", str(VOCAB), "--ngram", str(NGRAM), "-o", str(tmp / task), "--max-steps",
                                 "12", "--quiet", *_sets(TINY)], catch_exceptions=False)
@@ -92,7 +93,7 @@ def prediction_file(task: str, output: list[str], path: Path) -> Path:
         answers = {d["id"]: d["answer"] for d in map(json.loads, output)}
         path.write_text(json.dumps(answers, ensure_ascii=False), encoding="utf-8")
         return path
-    return _write(path, output)
+    return write(path, output)
 
 
 FORMAT = {"sa": "label", "spm": "label", "qa": "text", "mrc": "json", "cws": "text"}
@@ -146,7 +147,7 @@ def test_rich_table_and_json_file_output(models, tmp_path):
 
 def test_an_unseen_gold_label_is_reported_and_scored_as_an_error(models, tmp_path):
     model, _ = models["sa"]
-    dev = _write(tmp_path / "dev.tsv", ["1\t很北京", "0\t北京", "2\t中国", "2\t学生"])
+    dev = write(tmp_path / "dev.tsv", ["1\t很北京", "0\t北京", "2\t中国", "2\t学生"])
     d = scores(str(model), "--data", str(dev))
     assert d["total"] == 4 and d["correct"] <= 2 and d["per_class"]["2"]["correct"] == 0
     assert any("2 gold labels (1 distinct: 2) are not in the model's label set" in n for n in d["notes"])
@@ -171,5 +172,5 @@ def test_argument_errors_are_one_line(models, tmp_path):
     assert "no such model directory" in missing and "zen finetune" in missing
     assert "not a fine-tuned zen model" in _error(str(tmp_path), "--data", str(dev))
     assert "--device: expected auto, cpu or cuda" in _error(str(model), "--data", str(dev), "--device", "tpu")
-    bad = _write(tmp_path / "bad.tsv", ["1\t很北京", "no label here"])
+    bad = write(tmp_path / "bad.tsv", ["1\t很北京", "no label here"])
     assert "bad.tsv:2" in _error(str(model), "--data", str(bad))

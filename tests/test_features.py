@@ -4,7 +4,6 @@ char-level ids, WordPiece offsets."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.data.collate import collate
 from zencli.data.features import (
     CharIds,
@@ -25,8 +25,7 @@ from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.tokenizer import Tokenizer
 from zencli.text.vocab import Vocab
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="reference fixtures not available")
+needs_fixtures = needs_shared(FIXTURES)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CHARS = list("甲乙丙丁戊己庚辛")  # ids 5..12

@@ -14,15 +14,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, REF, ROOT, needs_shared, write
 from tests.test_pretrain_cli import error as cli_error
 from tests.test_pretrain_cli import records
 from tests.test_tasks_tagging import (
     NGRAM,
-    REF,
     TINY,
     TINY_CHTE,
     VOCAB,
-    _write,
     write_task_data,
 )
 from zencli.cli.app import app
@@ -31,11 +30,9 @@ from zencli.tasks.base import task_names
 from zencli.tasks.model import load_task_model
 from zencli.train.checkpoint import load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 
 def _sets(sets: list[str]) -> list[str]:
@@ -86,7 +83,7 @@ def test_each_tagging_task_trains_evaluates_every_epoch_and_exports(tmp_path, ta
 
 
 def test_an_unseen_dev_label_is_counted_not_a_crash(tmp_path):
-    dev = _write(tmp_path / "dev.txt", ["我们/r 在/p 北京/ns 学习/v", "他/XX 是/v 学生/n"])
+    dev = write(tmp_path / "dev.txt", ["我们/r 在/p 北京/ns 学习/v", "他/XX 是/v 学生/n"])
     _, out = finetune(tmp_path, "pos", "--dev", str(dev), dev=False)
     scores = json.loads((out / "model" / "dev_scores.json").read_text(encoding="utf-8"))
     assert scores["unseen_gold_labels"] == {"S-XX": 1} and scores["unseen_gold_label_count"] == 1
@@ -274,7 +271,7 @@ def test_errors_are_one_line_and_name_the_key(tmp_path):
 
 
 def test_a_bad_data_line_is_a_one_line_error_in_a_real_process(tmp_path):
-    bad = _write(tmp_path / "bad.tsv", ["北\tB-LOC", "京\tE-LOC", "大\tO\textra", ""])
+    bad = write(tmp_path / "bad.tsv", ["北\tB-LOC", "京\tE-LOC", "大\tO\textra", ""])
     p = subprocess.run([sys.executable, "-m", "zencli", "finetune", "--task", "ner", "--train", str(bad),
                         "--vocab", str(VOCAB), "--ngram", str(NGRAM), "-o", str(tmp_path / "run")],
                        cwd=ROOT, capture_output=True, text=True, check=False)
@@ -287,7 +284,7 @@ def test_a_bad_data_line_is_a_one_line_error_in_a_real_process(tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
-@pytest.mark.skipif(not (SHARED / "data" / "pd98").is_dir(), reason="shared PD98 data not present")
+@needs_shared(PD98)
 def test_pd98_cws_from_scratch_learns(tmp_path):
     """The tiny PD98 CWS recipe for a few hundred steps on CPU: dev word F1 well above a trivial segmenter."""
     import time
@@ -297,13 +294,13 @@ def test_pd98_cws_from_scratch_learns(tmp_path):
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
 
-    pd98 = SHARED / "data" / "pd98"
+    pd98 = PD98
     built = build_vocab([pd98 / "raw" / "train.txt"], language="zh")
     built.vocab.save(tmp_path / "vocab.txt")
     write_sidecar(tmp_path / "vocab.txt", built.info)
     extract.build(LexiconConfig(corpus=[pd98 / "raw" / "train.txt"], output=tmp_path / "ngram.txt", language="zh"))
     dev_lines = (pd98 / "cws" / "dev.txt").read_text(encoding="utf-8").splitlines()[:400]
-    dev = _write(tmp_path / "dev.txt", dev_lines)
+    dev = write(tmp_path / "dev.txt", dev_lines)
     t0 = time.perf_counter()
     r = runner.invoke(app, ["finetune", "--recipe", "finetune-pd98-cws", "--vocab", str(tmp_path / "vocab.txt"),
                             "--ngram", str(tmp_path / "ngram.txt"), "--dev", str(dev), "--set", "data.test=null",

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import torch
 from typer.testing import CliRunner
 
+from tests.conftest import REF, needs_shared
 from tests.test_finetune_cli import _sets, error, finetune
-from tests.test_tasks_tagging import REF, TINY, VOCAB, write_task_data
+from tests.test_tasks_tagging import TINY, VOCAB, write_task_data
 from zencli.cli.app import app
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 
 def test_recipe_vocab_and_ngram_give_way_to_the_model_directory(tmp_path):

@@ -22,13 +22,7 @@ from zencli.model.heads import (
 H = 16
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: a second thread only adds synchronisation, and the CPU is shared with other jobs."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny tensors (conftest.py)
 
 
 def fit(module: torch.nn.Module, step, steps: int = 150, lr: float = 0.05) -> tuple[float, float]:

@@ -105,7 +105,8 @@ def test_sorted_positions_packed_and_argsort_agree():
     k1, p1 = _sorted_positions(key.copy(), pos.copy(), 50, 1000)  # packed into one uint64
     k2, p2 = _sorted_positions(key.copy(), pos.copy(), 1 << 60, 1000)  # too wide to pack: argsort
     assert (k1 == np.sort(key)).all() and (k2 == k1).all()
-    assert sorted(zip(k1.tolist(), p1.tolist())) == sorted(zip(key.tolist(), pos.tolist())) == sorted(zip(k2.tolist(), p2.tolist()))
+    assert sorted(zip(k1.tolist(), p1.tolist())) == sorted(zip(key.tolist(), pos.tolist())) \
+        == sorted(zip(k2.tolist(), p2.tolist()))
 
 
 # ----------------------------------------------------------------------------- PMI and selection
@@ -115,10 +116,12 @@ def test_pmi_hand_computed(tmp_path: Path):
     # N1 = 16, N2 = 10, N3 = 5; c(a)=5 c(b)=5 c(c)=3 c(ab)=4 c(bc)=3 c(abc)=2.
     path = _corpus(tmp_path / "c.txt", ["abc", "abc", "abd", "abd", "xbc", "a"])
     _, _, freq = _frequent(tmp_path, [path], max_n=3, min_freq=1)
-    ids = {w: i for i, w in enumerate("".join(freq.tokens[t] for t in r) for r in freq.token_ids(2, np.arange(freq.size(2))).tolist())}
+    ids = {w: i for i, w in enumerate("".join(freq.tokens[t] for t in r)
+                                      for r in freq.token_ids(2, np.arange(freq.size(2))).tolist())}
     # PMI(ab) = log2( (4/10) / ((5/16) (5/16)) ) = log2(4.096)
     assert pmi(freq, 2, np.array([ids["ab"]]))[0] == pytest.approx(math.log2(4.096), abs=1e-12)
-    ids3 = {w: i for i, w in enumerate("".join(freq.tokens[t] for t in r) for r in freq.token_ids(3, np.arange(freq.size(3))).tolist())}
+    ids3 = {w: i for i, w in enumerate("".join(freq.tokens[t] for t in r)
+                                       for r in freq.token_ids(3, np.arange(freq.size(3))).tolist())}
     # a|bc: (2/5) / ((5/16)(3/10)) = 64/15;  ab|c: (2/5) / ((4/10)(3/16)) = 16/3;  PMI = the smaller split.
     assert pmi(freq, 3, np.array([ids3["abc"]]))[0] == pytest.approx(math.log2(64 / 15), abs=1e-12)
 
@@ -174,7 +177,8 @@ def test_map_merge_equals_one_pass(tmp_path: Path):
 
     one = LexiconConfig(corpus=[full], output=tmp_path / "one" / "ngram.txt", workers=2, chunk_chars=3000, **common)
     extract.build(one)
-    single = LexiconConfig(corpus=[full], output=tmp_path / "single" / "ngram.txt", workers=1, chunk_chars=1000, **common)
+    single = LexiconConfig(corpus=[full], output=tmp_path / "single" / "ngram.txt", workers=1, chunk_chars=1000,
+                           **common)
     extract.build(single)
 
     c01 = tmp_path / "c01.counts"  # shards 0 and 1 together in one counts file
@@ -207,7 +211,8 @@ def test_build_sidecar_and_progress(tmp_path: Path):
     path = _corpus(tmp_path / "c.txt", lines)
     out = tmp_path / "out" / "ngram.txt"
     console = Console(file=open(tmp_path / "log.txt", "w"), force_terminal=False)
-    result = extract.build(LexiconConfig(corpus=[path], output=out, workers=1, min_freq=5, min_pmi=0.0), console=console)
+    result = extract.build(LexiconConfig(corpus=[path], output=out, workers=1, min_freq=5, min_pmi=0.0),
+                           console=console)
     assert result.lexicon.ngrams[0] == ("北", "京") and result.lexicon.freqs[0] == 18
     assert "counting" in (tmp_path / "log.txt").read_text(encoding="utf-8")
     import json

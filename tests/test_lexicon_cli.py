@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, needs_shared
 from zencli.cli.lexicon import app
 from zencli.config import load_job_recipe, read_recipe_data
 from zencli.errors import ZenError
@@ -77,7 +78,8 @@ def test_errors_are_zen_errors(tmp_path: Path):
     with pytest.raises(ZenError, match="min_n/max_n"):
         runner.invoke(app, ["build", str(tmp_path / "c.txt"), "--max-n", "9"], catch_exceptions=False)
     with pytest.raises(ZenError, match="missing.txt: no such file"):
-        runner.invoke(app, ["build", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "x.txt")], catch_exceptions=False)
+        runner.invoke(app, ["build", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "x.txt")],
+                      catch_exceptions=False)
     bad = tmp_path / "bad.txt"
     bad.write_text("北 京,9\n北京\n", encoding="utf-8")
     with pytest.raises(ZenError, match=r"bad.txt:2: expected 'ngram,freq'"):
@@ -92,7 +94,8 @@ def test_builtin_recipes(name: str):
     assert data["job"] == "lexicon"
     cfg = load_job_recipe(name, expected_job="lexicon")
     assert cfg.corpus and cfg.output.name == "ngram.txt"
-    assert (cfg.freq_threshold, cfg.pmi_threshold) == ({"zh": 15, "ar": 20}[cfg.language], {"zh": 3.0, "ar": 10.0}[cfg.language])
+    assert (cfg.freq_threshold, cfg.pmi_threshold) == ({"zh": 15, "ar": 20}[cfg.language],
+                                                       {"zh": 3.0, "ar": 10.0}[cfg.language])
 
 
 def test_synthetic_corpus_is_deterministic(tmp_path: Path):
@@ -110,11 +113,11 @@ def test_synthetic_corpus_is_deterministic(tmp_path: Path):
     assert text.startswith((tmp_path / "p.txt").read_text(encoding="utf-8"))
 
 
-PD98_TRAIN = Path(__file__).resolve().parents[1] / "../shared/data/pd98/raw/train.txt"
+PD98_TRAIN = PD98 / "raw" / "train.txt"
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(not PD98_TRAIN.is_file(), reason="needs ../shared/data/pd98")
+@needs_shared(PD98_TRAIN)
 def test_pd98_train_lexicon(tmp_path: Path):
     from zencli.lexicon.ngram_file import Lexicon
 

@@ -4,17 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import write
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon, raw_form
 
 
-def _write(path: Path, text: str) -> Path:
-    path.write_bytes(text.encode("utf-8"))
-    return path
-
-
 def test_tokens_style_ids_and_frequencies(tmp_path: Path):
-    p = _write(tmp_path / "ngram.txt", "北 京,9000\n中 国 人,12\n， 他,3\n")
+    p = write(tmp_path / "ngram.txt", "北 京,9000\n中 国 人,12\n， 他,3\n")
     lex = Lexicon.load(p)
     assert lex.style == "tokens"
     assert len(lex) == 3
@@ -25,7 +21,7 @@ def test_tokens_style_ids_and_frequencies(tmp_path: Path):
 
 
 def test_raw_style_each_char_is_a_token(tmp_path: Path):
-    p = _write(tmp_path / "ngram.txt", "北京,9000\n中国人,12\n")
+    p = write(tmp_path / "ngram.txt", "北京,9000\n中国人,12\n")
     lex = Lexicon.load(p)
     assert lex.style == "raw"
     assert lex.ngrams == [("北", "京"), ("中", "国", "人")]
@@ -34,11 +30,11 @@ def test_raw_style_each_char_is_a_token(tmp_path: Path):
 
 def test_split_on_last_comma(tmp_path: Path):
     # An n-gram may itself contain ASCII or full-width commas.
-    p = _write(tmp_path / "ngram.txt", "1 ,,5\n, 2,7\n好 ，,8\n")
+    p = write(tmp_path / "ngram.txt", "1 ,,5\n, 2,7\n好 ，,8\n")
     lex = Lexicon.load(p)
     assert lex.ngrams == [("1", ","), (",", "2"), ("好", "，")]
     assert lex.freqs == [5, 7, 8]
-    q = _write(tmp_path / "raw.txt", "好,,5\n")
+    q = write(tmp_path / "raw.txt", "好,,5\n")
     assert Lexicon.load(q).ngrams == [("好", ",")]
 
 
@@ -47,7 +43,7 @@ def test_split_on_last_comma(tmp_path: Path):
     ["北 京,9000\n中 国,12\n1 ,,5\n", "北京,9000\n中国,12\n1,,5\n，他,0\n", "a ##b,3\n##c d,2\n"],
 )
 def test_round_trip_is_byte_identical(tmp_path: Path, text: str):
-    p = _write(tmp_path / "in.txt", text)
+    p = write(tmp_path / "in.txt", text)
     lex = Lexicon.load(p)
     out = tmp_path / "out.txt"
     lex.save(out)
@@ -70,7 +66,7 @@ def test_raw_spelling_collision_is_an_error(tmp_path: Path):
 
 
 def test_trailing_newline_optional_and_bom_crlf_accepted(tmp_path: Path):
-    a = Lexicon.load(_write(tmp_path / "a.txt", "北 京,9\n中 国,8"))
+    a = Lexicon.load(write(tmp_path / "a.txt", "北 京,9\n中 国,8"))
     (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbf" + "北 京,9\r\n中 国,8\r\n".encode())
     b = Lexicon.load(tmp_path / "b.txt")
     assert a.ngrams == b.ngrams == [("北", "京"), ("中", "国")]
@@ -90,7 +86,7 @@ def test_trailing_newline_optional_and_bom_crlf_accepted(tmp_path: Path):
     ],
 )
 def test_malformed_lines_name_file_and_line(tmp_path: Path, text: str, line: int, what: str):
-    p = _write(tmp_path / "ngram.txt", text)
+    p = write(tmp_path / "ngram.txt", text)
     with pytest.raises(ZenError) as e:
         Lexicon.load(p)
     msg = str(e.value)
@@ -98,20 +94,20 @@ def test_malformed_lines_name_file_and_line(tmp_path: Path, text: str, line: int
 
 
 def test_duplicate_ngram_names_both_lines(tmp_path: Path):
-    p = _write(tmp_path / "ngram.txt", "北 京,9\n中 国,8\n北 京,7\n")
+    p = write(tmp_path / "ngram.txt", "北 京,9\n中 国,8\n北 京,7\n")
     with pytest.raises(ZenError, match=r"ngram.txt:3: n-gram '北 京' already on line 1"):
         Lexicon.load(p)
 
 
 def test_double_space_in_tokens_style_is_an_error(tmp_path: Path):
-    p = _write(tmp_path / "ngram.txt", "北 京,9\n中  国,8\n")
+    p = write(tmp_path / "ngram.txt", "北 京,9\n中  国,8\n")
     with pytest.raises(ZenError, match=r"ngram.txt:2: expected the n-gram's tokens separated by single spaces"):
         Lexicon.load(p)
 
 
 def test_empty_missing_and_invalid_utf8_files(tmp_path: Path):
     with pytest.raises(ZenError, match="file is empty"):
-        Lexicon.load(_write(tmp_path / "empty.txt", ""))
+        Lexicon.load(write(tmp_path / "empty.txt", ""))
     with pytest.raises(ZenError, match="no such file"):
         Lexicon.load(tmp_path / "missing.txt")
     bad = tmp_path / "bad.txt"

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.lexicon.matcher import (
     Matches,
     NgramMatcher,
@@ -19,8 +20,6 @@ from zencli.lexicon.matcher import (
     released_cap,
     select_released,
 )
-
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 
 
 def as_lists(m: Matches) -> list[list[tuple[int, int, int]]]:
@@ -259,8 +258,6 @@ def load_fixture(name: str):
     from zencli.text.vocab import Vocab
 
     d = FIXTURES / name
-    if not (d / "inputs.pt").is_file():
-        pytest.skip(f"fixture not found at {d}")
     inputs = torch.load(d / "inputs.pt", weights_only=True)
     vocab = Vocab.load(d / "vocab.txt")
     lexicon = Lexicon.load(d / "ngram.txt")
@@ -269,6 +266,7 @@ def load_fixture(name: str):
     return inputs, lexicon, matcher, token_ids
 
 
+@needs_shared(FIXTURES / "zen2_ref")
 def test_zen2_fixture_slots_are_rebuilt_exactly():
     inputs, lexicon, matcher, token_ids = load_fixture("zen2_ref")
     max_seq_len = inputs["input_ids"].shape[1]  # 16
@@ -290,6 +288,7 @@ def test_zen2_fixture_slots_are_rebuilt_exactly():
         assert ["".join(lexicon.ngrams[i - 1]) for i in ids] == strings
 
 
+@needs_shared(FIXTURES / "zen1_ref")
 def test_zen1_fixture_kept_ngrams_are_a_capped_subset_of_the_matches():
     inputs, lexicon, matcher, token_ids = load_fixture("zen1_ref")
     max_seq_len = inputs["input_ids"].shape[1]

@@ -1,7 +1,6 @@
 """End to end: the metrics on the real PD98 dev files agree with the published stats and with seqeval."""
 
 import json
-import os
 import random
 import warnings
 from collections import Counter
@@ -11,20 +10,14 @@ import pytest
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOBES
 
+from tests.conftest import PD98, needs_shared
 from zencli.metrics import score_cws, score_ner, score_pos, split_words
 from zencli.text.labels import spans_from_labels, word_spans
 
 pytestmark = pytest.mark.e2e
 
 
-def _shared_data() -> Path:
-    env = os.environ.get("ZEN_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-PD98 = _shared_data() / "pd98"
-needs_data = pytest.mark.skipif(not (PD98 / "stats.json").is_file(),
-                                reason=f"shared data not found at {PD98} (set ZEN_SHARED_DATA)")
+needs_data = needs_shared(PD98 / "stats.json")
 
 
 def _lines(path: Path) -> list[str]:

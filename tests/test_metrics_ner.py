@@ -12,7 +12,6 @@ from zencli.errors import ZenError
 from zencli.metrics.ner import detect_scheme, score_ner
 from zencli.text.labels import spans_from_labels
 
-
 # --- scores ----------------------------------------------------------------------------------------
 
 

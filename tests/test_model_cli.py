@@ -6,14 +6,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.model.sources import checkpoint_kind, load_pretrained
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(not (FIXTURES / "zen2_ref").is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(FIXTURES / "zen2_ref")
 
 
 def _outputs(model, name: str):

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.released import import_released
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 ATOL = 1e-5
 
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="reference fixtures not available")
+pytestmark = needs_shared(FIXTURES)
 
 
 def load(name: str, **kw):

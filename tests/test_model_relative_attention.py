@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.model.config import ZenConfig
 from zencli.model.relative_attention import RelativeSelfAttention, relative_sinusoid, skew
-
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 
 def sinusoid(p: int, dim: int) -> list[float]:
@@ -97,10 +95,9 @@ def test_skew_puts_offset_k_minus_q_at_key_k() -> None:
     assert torch.equal(out[1, 2], (k - q + L - 1).float())
 
 
+@needs_shared(FIXTURES / "zen2_ref" / "pytorch_model.bin")
 def test_sinusoid_equals_released_buffer() -> None:
     path = FIXTURES / "zen2_ref" / "pytorch_model.bin"
-    if not path.is_file():
-        pytest.skip("reference fixtures not available")
     buf = torch.load(path, weights_only=True)["bert.encoder.layer.0.attention.self.position_embedding.weights"]
     L = 40
     ours = relative_sinusoid(L, buf.shape[1])  # rows p = −(L−1) … L−1

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import FIXTURES, needs_shared
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.model.released import export_released, import_bert, import_released
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="reference fixtures not available")
+pytestmark = needs_shared(FIXTURES)
 
 
 def fixture_inputs(name: str) -> dict:

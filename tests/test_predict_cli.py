@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import REF, needs_shared, write
 from tests.test_tasks_tagging import (
     LONG,
     NGRAM,
-    REF,
     TINY,
     VOCAB,
-    _write,
     write_task_data,
 )
 from zencli.cli.app import app
@@ -29,10 +28,9 @@ from zencli.errors import ZenError
 from zencli.tasks.model import load_task_model
 from zencli.tasks.predict import evaluate_model, predict_chunks, read_stream
 
-ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 # A normal line, an empty one, one much longer than max_seq_len (16 tokens: 14 chars a window), one with a
 # space (kept and tagged like any char) and a last one without a final newline.
@@ -165,7 +163,7 @@ def test_a_model_directory_works_on_its_own_through_a_real_pipe(models, tmp_path
     copy = tmp_path / "elsewhere" / "my-ner"
     shutil.copytree(models["ner"], copy)
     expected = predict(models["ner"], LINES)
-    src = _write(tmp_path / "in.txt", LINES)
+    src = write(tmp_path / "in.txt", LINES)
     with open(src, "rb") as stdin:
         p = subprocess.run([sys.executable, "-m", "zencli", "predict", str(copy)], stdin=stdin, cwd=tmp_path,
                            capture_output=True, check=False)
@@ -178,7 +176,7 @@ def test_evaluate_model_scores_like_finetune_did(models, tmp_path):
     evaluation = evaluate_model(models["ner"], dev)
     saved = json.loads((models["ner"] / "dev_scores.json").read_text(encoding="utf-8"))
     assert evaluation.task == "ner" and evaluation.main_score == pytest.approx(saved["main_score"])
-    unseen = _write(tmp_path / "unseen.tsv", ["北\tB-GPE", "京\tE-GPE", "的\tO", ""])
+    unseen = write(tmp_path / "unseen.tsv", ["北\tB-GPE", "京\tE-GPE", "的\tO", ""])
     evaluation = evaluate_model(models["ner"], unseen)
     assert evaluation.result.overall.gold == 1 and evaluation.result.overall.correct == 0
     assert any("2 gold labels (2 distinct: B-GPE, E-GPE)" in n for n in evaluation.notes)

@@ -18,11 +18,11 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
+from tests.conftest import PD98, ROOT, needs_shared, write
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
 from zencli.errors import ZenError
 
-ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 # 60 made-up CJK "words" of 1-3 characters; sentences follow a word-level Markov chain (each word has three
@@ -45,12 +45,6 @@ def sentences(n_lines: int, seed: int) -> list[str]:
             parts.append("".join(_WORDS[i] for i in w) + rng.choice("。！？"))
         lines.append("".join(parts))
     return lines
-
-
-def write(path: Path, lines: list[str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    return path
 
 
 MICRO = {
@@ -282,7 +276,8 @@ def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
     p = load_pretrained(out / "model")
     cfg = p.model.config
     assert cfg.encoder == "zen2" and cfg.num_hidden_layers == 2 and cfg.num_hidden_word_layers == 1
-    assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
+    assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") \
+        == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
     assert not (out / "vocab.txt").exists()  # the checkpoint's vocabulary was used, not a new one
     torch.testing.assert_close(p.model.bert.embeddings.word_embeddings.weight,
                                bert.embeddings.word_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
@@ -315,7 +310,8 @@ def test_recipe_errors_name_the_key(tmp_path):
     assert "data.max_seq_len" in error("pretrain", "-r", recipe, "--set", "data.max_seq_len=3")
     assert "masking.rate" in error("pretrain", "-r", recipe, "--set", "masking.rate=1.5")
     assert "`zen lexicon`" in error("pretrain", "-r", "lexicon-zh-pd98")
-    assert "run `zen lexicon --workdir" in error("pretrain", "-o", str(tmp_path / "x"), "--workdir", str(tmp_path / "ws"))
+    assert "run `zen lexicon --workdir" in error("pretrain", "-o", str(tmp_path / "x"),
+                                                "--workdir", str(tmp_path / "ws"))
     assert "no such file" in error("pretrain", "-r", recipe, "--set", "data.corpus=[nope.txt]")
     msg = error("pretrain", "-r", recipe, "--set", "data.build_missing=false", "-o", str(tmp_path / "y"))
     assert msg.startswith("data.vocab: not given") and "build_missing" in msg
@@ -360,12 +356,9 @@ def test_bad_inputs_are_one_line_errors_in_real_processes(tmp_path):
 
 # --- the tiny recipe on PD98 (slow: ~10 minutes; ZEN_SLOW=1) ----------------------------------------------
 
-PD98 = ROOT.parent / "shared" / "data" / "pd98" / "raw"
-
-
 @pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
-@pytest.mark.skipif(not PD98.is_dir(), reason="shared PD98 data not present")
+@needs_shared(PD98 / "raw")
 def test_tiny_recipe_on_pd98_learns(tmp_path, monkeypatch):
     """The acceptance run: the MLM loss ends far below its start, held-out masked-char accuracy far above
     always guessing the most frequent character, and the model exports to the released layout."""

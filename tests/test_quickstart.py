@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import SHARED_DATA, needs_shared
 from tests.test_workspace import write_corpus
 from zencli.cli.app import app
 from zencli.cli.quickstart import SENTENCES, budget
 from zencli.errors import ZenError
 from zencli.workspace import Workspace
 
-ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
 STEPS = ["data", "lexicon", "pretrain", "finetune", "evaluate", "predict"]
@@ -155,12 +155,9 @@ def test_bad_minutes_is_a_one_line_error(tmp_path, env):
 
 # --- the acceptance run: the default quickstart on PD98 (slow: ~12-15 minutes; ZEN_SLOW=1) ------------------
 
-SHARED_DATA = ROOT.parent / "shared" / "data"
-
-
 @pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
-@pytest.mark.skipif(not (SHARED_DATA / "pd98").is_dir(), reason="shared PD98 data not present")
+@needs_shared(SHARED_DATA / "pd98")
 def test_default_quickstart_on_pd98_fits_15_minutes_and_learns(tmp_path):
     """`zen quickstart` with no options (PD98 found through $ZEN_DATA): done within its 15 minutes, the
     pretrained model well above the unigram baseline, NER far above chance; a second run only checks."""

@@ -1,26 +1,19 @@
 """End to end: the readers on the real PD98 and sentiment dev files agree with their published stats."""
 
 import json
-import os
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED_DATA, needs_shared
 from zencli.data.readers import read_task_file
 from zencli.text.labels import parse_label
 
 pytestmark = pytest.mark.e2e
 
 
-def _shared_data() -> Path:
-    env = os.environ.get("ZEN_SHARED_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-DATA = _shared_data()
-needs_data = pytest.mark.skipif(not (DATA / "pd98" / "stats.json").is_file(),
-                                reason=f"shared data not found at {DATA} (set ZEN_SHARED_DATA)")
+DATA = SHARED_DATA
+needs_data = needs_shared(DATA / "pd98" / "stats.json")
 
 
 @pytest.fixture(scope="module")

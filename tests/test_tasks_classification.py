@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from tests.test_tasks_tagging import NGRAM, REF, TINY, VOCAB, _write, settings_dict
+from tests.conftest import REF, SHARED_DATA, needs_shared, write
+from tests.test_tasks_tagging import NGRAM, TINY, VOCAB, settings_dict
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import from_dict
 from zencli.data.collate import collate
@@ -41,9 +42,8 @@ from zencli.tasks.model import build_task_model, load_task_model, save_task_mode
 from zencli.tasks.scoring import read_gold
 from zencli.train.checkpoint import seed_everything
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
 _VOCAB_CHARS = [t for t in VOCAB.read_text(encoding="utf-8").split("\n")[5:] if t] if REF.is_dir() else []
 KEYWORD = "很"
 FILLER = [c for c in _VOCAB_CHARS if c not in "很北京"]  # one vocabulary token each
@@ -161,7 +161,7 @@ def test_pair_windows_never_truncate_and_keep_a_short_side_whole(la, lb, room, s
 
 
 def test_long_texts_train_as_labelled_windows_and_predict_as_the_mean_of_them(tmp_path):
-    train = _write(tmp_path / "train.tsv", keyword_lines(20, 0))
+    train = write(tmp_path / "train.tsv", keyword_lines(20, 0))
     task, model, inputs, _, _ = tiny_task(tmp_path, "sa", train)  # max_seq_len 16: 14 tokens a window
     text = filler(random.Random(1), 40)
     records, notes = task.training_records([TextExample(text, "1", 1)], inputs)
@@ -182,7 +182,7 @@ def test_long_texts_train_as_labelled_windows_and_predict_as_the_mean_of_them(tm
 
 
 def test_long_pairs_keep_the_short_side_whole_and_window_the_long_one(tmp_path):
-    train = _write(tmp_path / "train.tsv", pair_lines(10, 0))
+    train = write(tmp_path / "train.tsv", pair_lines(10, 0))
     task, model, inputs, _, _ = tiny_task(tmp_path, "spm", train)  # 13 tokens for A + B
     rng = random.Random(2)
     a, b = filler(rng, 4), filler(rng, 30)
@@ -205,7 +205,7 @@ def test_long_pairs_keep_the_short_side_whole_and_window_the_long_one(tmp_path):
 
 
 def test_a_too_small_window_for_a_pair_is_a_clear_error(tmp_path):
-    train = _write(tmp_path / "train.tsv", pair_lines(4, 0))
+    train = write(tmp_path / "train.tsv", pair_lines(4, 0))
     task, _, inputs, _, _ = tiny_task(tmp_path, "nli", train, "task.max_seq_len=4")
     with pytest.raises(ZenError, match="task.max_seq_len: task nli needs at least 5 tokens"):
         task.training_records([PairExample("北", "京", "1", 1)], inputs)
@@ -214,10 +214,10 @@ def test_a_too_small_window_for_a_pair_is_a_clear_error(tmp_path):
 # --- labels and evaluation ------------------------------------------------------------------------------------
 
 def test_labels_come_from_training_and_an_unseen_gold_label_is_an_error_not_a_crash(tmp_path):
-    train = _write(tmp_path / "train.tsv", ["体育\t北京大学", "财经\t人民银行", "体育\t中国"])
+    train = write(tmp_path / "train.tsv", ["体育\t北京大学", "财经\t人民银行", "体育\t中国"])
     task, *_ = tiny_task(tmp_path, "dc", train)
     assert task.labels.labels == ["体育", "财经"] and task.state() == {"labels": ["体育", "财经"]}
-    dev = _write(tmp_path / "dev.tsv", ["体育\t北京", "娱乐\t新政策", "娱乐\t发布", "财经\t银行"])
+    dev = write(tmp_path / "dev.tsv", ["体育\t北京", "娱乐\t新政策", "娱乐\t发布", "财经\t银行"])
     gold = read_gold(dev, "dc")
     assert task.unseen_labels(gold) == {"娱乐": 2}
     predictions = [Classified(lab, 0.9, None) for lab in ("体育", "体育", "财经", "财经")]
@@ -226,13 +226,13 @@ def test_labels_come_from_training_and_an_unseen_gold_label_is_an_error_not_a_cr
     assert evaluation.result.per_class["娱乐"].gold == 2 and evaluation.result.per_class["娱乐"].correct == 0
     assert any("2 gold labels (1 distinct: 娱乐) are not in the model's label set" in n for n in evaluation.notes)
     with pytest.raises(ZenError, match="at least two labels"):
-        tiny_task(tmp_path, "dc", _write(tmp_path / "one.tsv", ["体育\t北京", "体育\t中国"]))
+        tiny_task(tmp_path, "dc", write(tmp_path / "one.tsv", ["体育\t北京", "体育\t中国"]))
     with pytest.raises(ZenError, match="state 'labels'"):
         type(task)(task.settings, {"labels": ["only"]})
 
 
 def test_nli_labels_are_read_through_their_aliases(tmp_path):
-    train = _write(tmp_path / "train.tsv", ["北京\t中国\tentailment", "他\t她\tcontradictory", "我\t你\tneutral"])
+    train = write(tmp_path / "train.tsv", ["北京\t中国\tentailment", "他\t她\tcontradictory", "我\t你\tneutral"])
     task, *_ = tiny_task(tmp_path, "nli", train)
     assert task.labels.labels == ["contradiction", "entailment", "neutral"]
 
@@ -240,9 +240,10 @@ def test_nli_labels_are_read_through_their_aliases(tmp_path):
 # --- prediction input and output ------------------------------------------------------------------------------
 
 def test_prediction_lines_empty_lines_and_output_formats(tmp_path):
-    train = _write(tmp_path / "train.tsv", pair_lines(10, 0))
+    train = write(tmp_path / "train.tsv", pair_lines(10, 0))
     task, model, inputs, _, _ = tiny_task(tmp_path, "spm", train)
-    examples = [task.parse_input(t, "in.txt", i) for i, t in enumerate(["北京\t中国", "", "  ", "中国\t" + "北" * 50], 1)]
+    texts = ["北京\t中国", "", "  ", "中国\t" + "北" * 50]
+    examples = [task.parse_input(t, "in.txt", i) for i, t in enumerate(texts, 1)]
     predictions = task.predict(model, inputs, examples, batch_size=3)
     assert [p.label is None for p in predictions] == [False, True, True, False]
     p = predictions[0]
@@ -266,7 +267,7 @@ def test_prediction_lines_empty_lines_and_output_formats(tmp_path):
 
 @pytest.mark.parametrize("encoder", ["zen2", "zen1", "bert"])
 def test_a_saved_model_predicts_the_same_after_loading(tmp_path, encoder):
-    train = _write(tmp_path / "train.tsv", pair_lines(10, 0))
+    train = write(tmp_path / "train.tsv", pair_lines(10, 0))
     task, model, inputs, spec, _ = tiny_task(tmp_path, "spm", train, encoder=encoder)
     examples = [PairExample("北京大学", "中国" * 20, None, 1), PairExample("他", "她", None, 2)]
     before = task.predict(model, inputs, examples)
@@ -281,8 +282,8 @@ def test_a_saved_model_predicts_the_same_after_loading(tmp_path, encoder):
 
 @pytest.mark.parametrize("encoder", ["zen2", "bert"])
 def test_a_keyword_classifier_is_learned_in_a_few_hundred_steps(tmp_path, encoder):
-    train = _write(tmp_path / "train.tsv", keyword_lines(300, 0))
-    dev = _write(tmp_path / "dev.tsv", keyword_lines(100, 1))
+    train = write(tmp_path / "train.tsv", keyword_lines(300, 0))
+    dev = write(tmp_path / "dev.tsv", keyword_lines(100, 1))
     result, model_dir = train_model(tmp_path, "sa", train, dev, 300, "task.max_seq_len=32", "train.batch_size=16",
                                     "train.eval_every=100", encoder=encoder)
     assert result.dev.main_score >= 0.95  # chance is about 0.5
@@ -291,7 +292,7 @@ def test_a_keyword_classifier_is_learned_in_a_few_hundred_steps(tmp_path, encode
 
 
 def test_chte_is_refused_for_sentence_tasks_with_a_one_line_error(tmp_path):
-    train = _write(tmp_path / "train.tsv", keyword_lines(10, 0))
+    train = write(tmp_path / "train.tsv", keyword_lines(10, 0))
     cfg = config(tmp_path, "sa", train, encoder="chte")
     with pytest.raises(ZenError, match="model.encoder: chte encodes characters for tagging tasks .* task sa needs "
                                        "zen2, zen1 or bert"):
@@ -320,7 +321,7 @@ def test_sentence_level_recipes_load_and_name_registered_tasks():
 
 @pytest.mark.e2e
 @pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
-@pytest.mark.skipif(not (SHARED / "data" / "sentiment").is_dir(), reason="shared sentiment data not present")
+@needs_shared(SHARED_DATA / "sentiment")
 def test_sentiment_recipe_from_scratch_learns(tmp_path):
     """The tiny sentiment recipe (zen2 from scratch) for one epoch on CPU: well above chance on dev and test."""
     from zencli.config import load_job_recipe
@@ -329,9 +330,9 @@ def test_sentiment_recipe_from_scratch_learns(tmp_path):
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
 
-    data = SHARED / "data" / "sentiment"
-    text = _write(tmp_path / "train.txt", [line.split("\t", 1)[1] for line in
-                                           (data / "train.tsv").read_text(encoding="utf-8").splitlines()])
+    data = SHARED_DATA / "sentiment"
+    text = write(tmp_path / "train.txt", [line.split("\t", 1)[1] for line in
+                                          (data / "train.tsv").read_text(encoding="utf-8").splitlines()])
     built = build_vocab([text], language="zh")
     built.vocab.save(tmp_path / "vocab.txt")
     write_sidecar(tmp_path / "vocab.txt", built.info)

@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tests.conftest import REF, needs_shared, write
 from tests.test_tasks_classification import filler, tiny_task, train_model
-from tests.test_tasks_tagging import REF, _write
 from zencli.data.readers import MrcExample
 from zencli.data.windows import plan_windows, tokens_to_char_span, window_to_context
 from zencli.errors import ZenError
@@ -26,7 +26,7 @@ from zencli.tasks.mrc import Answer
 from zencli.tasks.predict import evaluate_model
 from zencli.tasks.scoring import read_gold
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 QUESTION = "在哪"
 ANSWER = "北京"
@@ -51,17 +51,17 @@ def mrc_lines(n: int, seed: int, lengths: tuple[int, int] = (5, 60), after: int 
 
 
 def train_file(tmp_path, n: int = 4):
-    return _write(tmp_path / "train.jsonl", mrc_lines(n, 0))
+    return write(tmp_path / "train.jsonl", mrc_lines(n, 0))
 
 
 # --- state, windows, training targets ------------------------------------------------------------------
 
 def test_the_answer_length_bound_is_learned_from_training_answers(tmp_path):
     lines = [mrc_record("a", "北京大学的学生", 0, "北京大学"), mrc_record("b", "在图书馆", 1, "图书馆")]
-    task, *_ = tiny_task(tmp_path, "mrc", _write(tmp_path / "t.jsonl", lines))
+    task, *_ = tiny_task(tmp_path, "mrc", write(tmp_path / "t.jsonl", lines))
     assert task.state() == {"max_answer_length": 4} and task.main_metric == "average"
     with pytest.raises(ZenError, match="no answer could be located"):
-        tiny_task(tmp_path, "mrc", _write(tmp_path / "bad.jsonl", [mrc_record("a", "北京大学", 0, "中国")]))
+        tiny_task(tmp_path, "mrc", write(tmp_path / "bad.jsonl", [mrc_record("a", "北京大学", 0, "中国")]))
     with pytest.raises(ZenError, match="state 'max_answer_length'"):
         type(task)(task.settings, {"max_answer_length": 0})
 
@@ -74,7 +74,8 @@ def test_windows_advance_by_doc_stride_and_only_the_window_holding_the_answer_po
     doc = task.document(example, inputs)
     assert doc.windows == plan_windows(42, 19, 6)  # 24 − [CLS] 在哪 [SEP] … [SEP] = 19 context tokens
     records, notes = task.training_records([example], inputs)
-    assert len(records) == len(doc.windows) and "1 training questions with contexts longer than one window were read as 5 windows" in notes[0]
+    assert len(records) == len(doc.windows) \
+        and "1 training questions with contexts longer than one window were read as 5 windows" in notes[0]
     hits = 0
     for w, rec in zip(doc.windows, records):
         s, e = int(rec["start_positions"]), int(rec["end_positions"])
@@ -91,7 +92,7 @@ def test_windows_advance_by_doc_stride_and_only_the_window_holding_the_answer_po
 def test_questions_without_a_located_answer_are_skipped_in_training_and_kept_in_evaluation(tmp_path):
     lines = [*mrc_lines(3, 0), json.dumps({"id": "lost", "question": QUESTION, "context": "北京大学",
                                            "answers": [{"text": "中国", "answer_start": 0}]}, ensure_ascii=False)]
-    data = _write(tmp_path / "train.jsonl", lines)
+    data = write(tmp_path / "train.jsonl", lines)
     task, model, inputs, _, gold = tiny_task(tmp_path, "mrc", data)
     assert gold.info.unusable_examples == 1
     records, notes = task.training_records(gold.examples, inputs)
@@ -176,8 +177,8 @@ def test_input_lines_and_output_formats(tmp_path):
 # --- learning -------------------------------------------------------------------------------------------------
 
 def test_a_tiny_reader_learns_answers_that_lie_beyond_the_first_window(tmp_path):
-    train = _write(tmp_path / "train.jsonl", mrc_lines(300, 0))
-    dev = _write(tmp_path / "dev.jsonl", mrc_lines(40, 1, lengths=(40, 60), after=25))  # all beyond window 1
+    train = write(tmp_path / "train.jsonl", mrc_lines(300, 0))
+    dev = write(tmp_path / "dev.jsonl", mrc_lines(40, 1, lengths=(40, 60), after=25))  # all beyond window 1
     result, model_dir = train_model(tmp_path, "mrc", train, dev, 300, "task.max_seq_len=24", "train.batch_size=16",
                                     "train.eval_every=150")
     gold = read_gold(dev, "mrc")

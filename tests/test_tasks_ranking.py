@@ -10,20 +10,20 @@ import re
 import numpy as np
 import pytest
 
+from tests.conftest import REF, needs_shared, write
 from tests.test_tasks_classification import (
     filler,
     tiny_task,
     train_model,
     window_probabilities,
 )
-from tests.test_tasks_tagging import REF, _write
 from zencli.data.readers import QaExample
 from zencli.data.windows import plan_windows
 from zencli.errors import ZenError
 from zencli.tasks.model import load_task_model, save_task_model
 from zencli.tasks.scoring import read_gold, score_predictions
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 ANSWER = "北京"
 
@@ -44,7 +44,7 @@ def qa_lines(questions: int, seed: int, candidates: int = 4, lengths: tuple[int,
 
 
 def test_the_score_is_the_positive_probability_averaged_over_windows(tmp_path):
-    train = _write(tmp_path / "train.tsv", qa_lines(5, 0))
+    train = write(tmp_path / "train.tsv", qa_lines(5, 0))
     task, model, inputs, _, _ = tiny_task(tmp_path, "qa", train)  # 13 tokens for question + candidate
     assert task.state() == {"labels": ["0", "1"]} and task.main_metric == "mrr"
     candidate = filler(random.Random(3), 40)
@@ -62,16 +62,16 @@ def test_the_score_is_the_positive_probability_averaged_over_windows(tmp_path):
 
 
 def test_training_needs_a_positive_candidate_and_the_state_is_checked(tmp_path):
-    train = _write(tmp_path / "train.tsv", ["q1\t在哪\t北京\t0", "q1\t在哪\t中国\t0"])
+    train = write(tmp_path / "train.tsv", ["q1\t在哪\t北京\t0", "q1\t在哪\t中国\t0"])
     with pytest.raises(ZenError, match="train.tsv: no candidate is labelled 1"):
         tiny_task(tmp_path, "qa", train)
-    task, *_ = tiny_task(tmp_path, "qa", _write(tmp_path / "ok.tsv", qa_lines(2, 0)))
+    task, *_ = tiny_task(tmp_path, "qa", write(tmp_path / "ok.tsv", qa_lines(2, 0)))
     with pytest.raises(ZenError, match="state 'labels'"):
         type(task)(task.settings, {"labels": ["no", "yes"]})
 
 
 def test_input_lines_and_exact_score_output(tmp_path):
-    task, model, inputs, _, _ = tiny_task(tmp_path, "qa", _write(tmp_path / "train.tsv", qa_lines(3, 0)))
+    task, model, inputs, _, _ = tiny_task(tmp_path, "qa", write(tmp_path / "train.tsv", qa_lines(3, 0)))
     examples = [task.parse_input(t, "in.txt", i) for i, t in enumerate(["在哪\t北京大学", "", "在哪\t中国"], 1)]
     scores = task.predict(model, inputs, examples)
     assert scores[1] is None
@@ -87,8 +87,9 @@ def test_input_lines_and_exact_score_output(tmp_path):
 
 
 def test_scores_rank_candidates_per_question(tmp_path):
-    gold = read_gold(_write(tmp_path / "dev.tsv", ["a\t问\t甲\t0", "a\t问\t乙\t1", "b\t问\t丙\t1", "b\t问\t丁\t0"]), "qa")
-    task, *_ = tiny_task(tmp_path, "qa", _write(tmp_path / "train.tsv", qa_lines(2, 0)))
+    dev = write(tmp_path / "dev.tsv", ["a\t问\t甲\t0", "a\t问\t乙\t1", "b\t问\t丙\t1", "b\t问\t丁\t0"])
+    gold = read_gold(dev, "qa")
+    task, *_ = tiny_task(tmp_path, "qa", write(tmp_path / "train.tsv", qa_lines(2, 0)))
     evaluation = task.evaluate(gold, [0.7, 0.6, 0.9, 0.2])  # question a: the positive ranks 2nd
     assert evaluation.result.mrr == pytest.approx(0.75) and evaluation.result.positive.f1 == pytest.approx(0.8)
     same = score_predictions(gold, [0.7, 0.6, 0.9, 0.2])
@@ -96,8 +97,8 @@ def test_scores_rank_candidates_per_question(tmp_path):
 
 
 def test_a_ranking_model_learns_and_predicts_the_same_after_loading(tmp_path):
-    train = _write(tmp_path / "train.tsv", qa_lines(100, 0))
-    dev = _write(tmp_path / "dev.tsv", qa_lines(30, 1))
+    train = write(tmp_path / "train.tsv", qa_lines(100, 0))
+    dev = write(tmp_path / "dev.tsv", qa_lines(30, 1))
     result, model_dir = train_model(tmp_path, "qa", train, dev, 250, "task.max_seq_len=24", "train.batch_size=16",
                                     "train.eval_every=125", encoder="bert")
     assert result.dev.main_score >= 0.95  # MRR; chance is about 0.52 with 4 candidates

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import REF, needs_shared, write
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import from_dict
 from zencli.data.readers import TaggedSentence
@@ -24,10 +25,9 @@ from zencli.tasks.scoring import read_gold
 from zencli.text.labels import is_well_formed, segment_labels
 from zencli.train.checkpoint import seed_everything
 
-REF = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "zen2_ref"  # tiny released ZEN 2.0: 200 tokens, 99 n-grams
 VOCAB, NGRAM = REF / "vocab.txt", REF / "ngram.txt"
 # Tests that build a model read its vocabulary and lexicon from the fixture: skipped in a checkout without it.
-needs_ref = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+needs_ref = needs_shared(REF)
 
 # Made-up sentences over the fixture vocabulary: (word, POS tag, entity type or None).
 SENTENCES = [
@@ -54,11 +54,6 @@ TINY_CHTE = ["model.chte.n_heads=4", "model.chte.n_linear_heads=2", "model.chte.
              "model.chte.min_count=1"]
 
 
-def _write(path: Path, lines: list[str]) -> Path:
-    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    return path
-
-
 def cws_lines(sentences=SENTENCES) -> list[str]:
     return [" ".join(w for w, _, _ in s) for s in sentences]
 
@@ -79,10 +74,10 @@ def ner_conll(sentences=SENTENCES) -> list[str]:
 
 def write_task_data(tmp: Path, task: str, sentences=SENTENCES) -> Path:
     if task == "cws":
-        return _write(tmp / "cws.txt", cws_lines(sentences))
+        return write(tmp / "cws.txt", cws_lines(sentences))
     if task == "pos":
-        return _write(tmp / "pos.txt", pos_lines(sentences))
-    return _write(tmp / "ner.tsv", ner_conll(sentences))
+        return write(tmp / "pos.txt", pos_lines(sentences))
+    return write(tmp / "ner.tsv", ner_conll(sentences))
 
 
 def settings_dict(sets: list[str]) -> dict:
@@ -217,7 +212,7 @@ def test_unconstrained_softmax_can_emit_ill_formed_labels(tmp_path):
 @needs_ref
 def test_unseen_gold_label_is_counted_and_scored_as_an_error(tmp_path):
     task, *_ = tiny_model(tmp_path, "pos")
-    dev = _write(tmp_path / "dev.txt", ["我们/r 在/p 北京/ns 学习/v", "他/XX 是/v 学生/n"])
+    dev = write(tmp_path / "dev.txt", ["我们/r 在/p 北京/ns 学习/v", "他/XX 是/v 学生/n"])
     gold = read_gold(dev, "pos")
     assert "S-XX" not in task.labels
     predictions = [list(s.labels) for s in gold.examples]
@@ -232,7 +227,7 @@ def test_unseen_gold_label_is_counted_and_scored_as_an_error(tmp_path):
 def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
     task, *_ = tiny_model(tmp_path, "ner")  # trained labels: BMES
     assert task.scheme == "BMES"
-    bio = _write(tmp_path / "dev.tsv", ["北\tB-ORG", "京\tI-ORG", "大\tI-ORG", "学\tI-ORG", "的\tO", "他\tB-PER", ""])
+    bio = write(tmp_path / "dev.tsv", ["北\tB-ORG", "京\tI-ORG", "大\tI-ORG", "学\tI-ORG", "的\tO", "他\tB-PER", ""])
     gold = read_gold(bio, "ner")
     evaluation = task.evaluate(gold, [["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-PER"]])
     assert evaluation.main_score == 1.0 and task.unseen_labels(gold) == {}
@@ -241,7 +236,7 @@ def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
 @needs_ref
 def test_cws_scores_include_oov_recall_against_the_training_words(tmp_path):
     task, _, _, _, train = tiny_model(tmp_path, "cws")
-    dev = _write(tmp_path / "dev.txt", ["北京 大学 很 新"])
+    dev = write(tmp_path / "dev.txt", ["北京 大学 很 新"])
     gold = read_gold(dev, "cws")
     evaluation = task.evaluate(gold, [["B", "E", "B", "E", "S", "S"]], train=train)
     d = evaluation.to_dict()

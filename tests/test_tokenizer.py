@@ -158,7 +158,8 @@ def test_wordpiece_greedy_longest_match_first():
     assert [(t.text, t.start, t.end) for t in tok.tokenize("unwantedX running")] == [
         ("[UNK]", 0, 9), ("runn", 10, 14), ("##ing", 14, 17)
     ]
-    assert [(t.text, t.start, t.end) for t in tok.tokenize("unwanted")] == [("un", 0, 2), ("##want", 2, 6), ("##ed", 6, 8)]
+    unwanted = [("un", 0, 2), ("##want", 2, 6), ("##ed", 6, 8)]
+    assert [(t.text, t.start, t.end) for t in tok.tokenize("unwanted")] == unwanted
     assert tok.tokens("") == [] and tok.tokenize("") == [] and tok.encode("") == []
 
 

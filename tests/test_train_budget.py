@@ -2,27 +2,13 @@
 a resume, and never runs past the budget."""
 
 import json
+
 import pytest
 
 from tests.test_train_fixtures import lm_loss
 from tests.test_train_loop import run
 from zencli.train import budget as B
 from zencli.train.checkpoint import load_checkpoint
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    c = Clock()
-    monkeypatch.setattr(B.time, "perf_counter", c)
-    return c
 
 
 def test_fit_plans_the_steps_that_fit_after_calibration(clock):
@@ -180,13 +166,13 @@ def test_refit_grows_the_plan_when_steps_get_faster(clock):
         b.record_step(0.4, step == 1)
         b.fit(step)
     planned = b.total_steps
-    for step in range(B.CALIBRATION_STEPS + 2, 40):  # the other jobs on the CPU finished: 4× faster
+    for _ in range(B.CALIBRATION_STEPS + 2, 40):  # the other jobs on the CPU finished: 4× faster
         clock.now += 0.1
         b.record_step(0.1, False)
     assert b.refit(39, eval_seconds=0.0, eval_every=50) and b.total_steps > 2 * planned
     assert b.step_seconds() == pytest.approx(0.1)
     grown = b.total_steps
-    for step in range(40, 50):  # the same speed again: the plan stays (no change worth a jump in the rate)
+    for _ in range(40, 50):  # the same speed again: the plan stays (no change worth a jump in the rate)
         clock.now += 0.1
         b.record_step(0.1, False)
     assert not b.refit(49, eval_seconds=0.0, eval_every=50) and b.total_steps == grown

@@ -8,7 +8,14 @@ import torch
 
 from zencli.errors import ZenError
 from zencli.train.checkpoint import (
-    FORMAT, CheckpointDir, atomic_save, fingerprint, fingerprint_diff, load_checkpoint, rng_state, set_rng_state,
+    FORMAT,
+    CheckpointDir,
+    atomic_save,
+    fingerprint,
+    fingerprint_diff,
+    load_checkpoint,
+    rng_state,
+    set_rng_state,
 )
 
 

@@ -136,8 +136,8 @@ def test_kill_9_at_an_arbitrary_step_then_resume_gives_identical_losses(tmp_path
     metrics = tmp_path / "cut" / "metrics.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and victim.poll() is None:  # kill at step >= 8: past the step-5 checkpoint
-        if metrics.exists() and any(json.loads(l)["step"] >= 8 for l in metrics.read_text().splitlines()
-                                    if l.endswith("}")):
+        if metrics.exists() and any(json.loads(line)["step"] >= 8 for line in metrics.read_text().splitlines()
+                                    if line.endswith("}")):
             break
         time.sleep(0.02)
     victim.send_signal(signal.SIGKILL)
@@ -216,7 +216,7 @@ def test_eval_keeps_best_checkpoint_and_stops_early(tmp_path):
     assert best["step"] == 4 and all(torch.equal(best["model"][k], at4["model"][k]) for k in at4["model"])
     run(tmp_path / "noeval", max_steps=20, save_every=0)
     assert losses(tmp_path / "ev") == losses(tmp_path / "noeval")[:8]
-    evals = [json.loads(l) for l in (tmp_path / "ev" / "metrics.jsonl").read_text().splitlines()]
+    evals = [json.loads(line) for line in (tmp_path / "ev" / "metrics.jsonl").read_text().splitlines()]
     assert [r["f1"] for r in evals if r["kind"] == "eval"] == [0.5, 0.7, 0.6, 0.65]
     # resuming an early-stopped run does not train further
     again = train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3), s, eval_fn=eval_fn,
@@ -236,9 +236,9 @@ def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path):
     train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3),
           settings(tmp_path, max_steps=6, log_every=2), console=console)
     lines = buf.getvalue().splitlines()
-    step_lines = [l for l in lines if l.startswith("step ")]
-    assert [l.split()[1] for l in step_lines] == ["2/6", "4/6", "6/6"]
-    assert all("loss" in l and "acc" in l and "tok/s" in l and "lr" in l and "ETA" in l for l in step_lines)
+    step_lines = [s for s in lines if s.startswith("step ")]
+    assert [s.split()[1] for s in step_lines] == ["2/6", "4/6", "6/6"]
+    assert all("loss" in s and "acc" in s and "tok/s" in s and "lr" in s and "ETA" in s for s in step_lines)
     assert len(lines) == 4 and lines[0].startswith("train: starting")  # banner + one line per window
     assert "\x1b[" not in buf.getvalue()
 
@@ -247,7 +247,7 @@ def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path):
 def test_reduced_precision_trains_on_cpu(tmp_path, precision):
     _, result = run(tmp_path, precision=precision, max_steps=4)
     assert result.precision == precision
-    values = [l for _, l in losses(tmp_path)]
+    values = [loss for _, loss in losses(tmp_path)]
     assert len(values) == 4 and all(torch.isfinite(torch.tensor(values)))
     scaler_state = load_checkpoint(result.checkpoint)["scaler"]
     assert (scaler_state != {}) == (precision == "fp16")  # only fp16 scales the loss

@@ -5,7 +5,11 @@ import torch
 from torch import nn
 
 from zencli.train.optim import (
-    LazyAdamW, build_optimizers, clip_grad_norm, mark_sparse_embeddings, unmark_sparse_embeddings,
+    LazyAdamW,
+    build_optimizers,
+    clip_grad_norm,
+    mark_sparse_embeddings,
+    unmark_sparse_embeddings,
 )
 from zencli.train.schedule import LinearWarmupDecay
 

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import ROOT
 from tests.test_train_fixtures import build, collate, lm_loss, make_examples
-from tests.test_train_loop import ROOT, losses, run
+from tests.test_train_loop import losses, run
 from zencli.errors import ZenError
 from zencli.train import IndexedBatches, LengthGroupedBatches, TrainSettings, train
 from zencli.train.checkpoint import load_checkpoint
@@ -312,7 +313,7 @@ def test_ctrl_c_in_a_run_with_workers_leaves_no_process_behind(tmp_path):
             "def slow(model, batch):\n"
             "    time.sleep(0.05)\n"
             "    return f.lm_loss(model, batch)\n"
-            f"s = TrainSettings(max_steps=10_000, batch_size=8, device='cpu', output_dir=sys.argv[1], "
+            "s = TrainSettings(max_steps=10_000, batch_size=8, device='cpu', output_dir=sys.argv[1], "
             "tensorboard=False, data_workers=2, log_every=1)\n"
             "try:\n"
             "    train(f.build(), slow, IndexedBatches(f.make_examples(), f.collate, seed=3), s, show_progress=False)\n"

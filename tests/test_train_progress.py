@@ -19,7 +19,7 @@ def test_truncate_after_drops_later_records_and_a_torn_line(tmp_path):
     lines = [json.dumps({"kind": "train", "step": s, "loss": 1.0}) for s in range(1, 8)]
     path.write_text("\n".join(lines) + '\n{"kind": "train", "st')  # killed mid-write
     MetricsLog.truncate_after(tmp_path, 5)
-    assert [json.loads(l)["step"] for l in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
     MetricsLog.truncate_after(tmp_path, 0)
     assert path.read_text() == ""
 

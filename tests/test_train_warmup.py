@@ -10,7 +10,8 @@ import json
 import pytest
 from rich.console import Console
 
-from tests.test_train_budget import clock, records, timed_loss  # noqa: F401  (clock is a fixture)
+from tests.conftest import REF, needs_shared
+from tests.test_train_budget import records, timed_loss
 from tests.test_train_fixtures import build, collate, make_examples
 from tests.test_train_loop import run, settings
 from zencli.config.loading import from_dict
@@ -59,7 +60,7 @@ def test_explicit_warmup_steps_are_honoured_in_a_fitted_run(tmp_path, clock):
     assert lr_at(recs, 30) == pytest.approx(PEAK)
     assert lr_at(recs, FITTED) == pytest.approx(PEAK / (FITTED - 30))  # and decays to the fitted end
     assert "warm-up" not in out.split("train: starting")[1].split("\n", 1)[1]  # no note: nothing was shortened
-    assert f"warm-up 30 of 1,000 steps" in out  # the banner
+    assert "warm-up 30 of 1,000 steps" in out  # the banner
 
 
 def test_a_warmup_that_does_not_fit_is_shortened_with_a_note(tmp_path, clock):
@@ -107,13 +108,13 @@ def test_fingerprints_hold_the_ratio_only_when_it_decides_something_new():
     assert budget["warmup_ratio"] == 0.1 and budget["warmup_steps"] == 0
 
 
+@needs_shared(REF)
 def test_finetuning_passes_its_warmup_ratio_to_the_loop(tmp_path):
-    from tests.test_finetune_cli import NGRAM, REF, TINY, VOCAB, _sets, error, write_task_data
-    from zencli.cli.app import app
     from typer.testing import CliRunner
 
-    if not REF.is_dir():
-        pytest.skip("shared fixtures not present")
+    from tests.test_finetune_cli import NGRAM, TINY, VOCAB, _sets, error, write_task_data
+    from zencli.cli.app import app
+
     data = str(write_task_data(tmp_path, "cws"))
     base = ["--recipe", "finetune-pd98-cws", "--train", data, "--vocab", str(VOCAB), "--ngram", str(NGRAM),
             "-o", str(tmp_path / "run"), *_sets(TINY), "--max-steps", "4"]

@@ -7,17 +7,17 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pytest
 import torch
 
+from tests.conftest import REF, needs_shared
 from tests.test_finetune_cli import error, finetune
-from tests.test_tasks_tagging import NGRAM, REF, VOCAB, tiny_model
+from tests.test_tasks_tagging import NGRAM, VOCAB, tiny_model
 from zencli.data.features import CharIds
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.tasks.model import add_training_ngrams, load_task_model
 from zencli.text.vocab import Vocab
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="shared fixtures not present")
+pytestmark = needs_shared(REF)
 
 
 def _char_ids() -> CharIds:
@@ -104,7 +104,8 @@ def test_a_sentence_task_adds_the_pmi_ngrams_of_its_training_texts(tmp_path):
     """sa: no labelled words, so the PMI n-grams of the training texts (counted over the model's tokens)
     join the lexicon."""
     data = tmp_path / "sa.tsv"
-    lines = [f"{i % 2}\t{t}" for i, t in enumerate(["天地山水很好龘龘", "我们在天地山水学习", "天地山水和日月龘龘", "他们在北京"] * 3)]
+    texts = ["天地山水很好龘龘", "我们在天地山水学习", "天地山水和日月龘龘", "他们在北京"] * 3
+    lines = [f"{i % 2}\t{t}" for i, t in enumerate(texts)]
     data.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     r, out = finetune(tmp_path, "sa", "--set", "model.training_ngrams=3", "--train", str(data), "--dev", str(data),
                       "--test", str(data), steps=2, dev=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import write
 from zencli.cli.vocab import app
 from zencli.errors import ZenError
 from zencli.text.tokenizer import Tokenizer
@@ -15,11 +16,6 @@ from zencli.text.vocab import SPECIAL_TOKENS, Vocab, read_sidecar, sidecar_path
 from zencli.text.vocab_build import build_vocab
 
 runner = CliRunner()
-
-
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 # --- vocab.txt ----------------------------------------------------------------------------------------
@@ -40,7 +36,7 @@ def test_round_trip_keeps_exact_strings(tmp_path: Path):
 
 def test_bert_chinese_layout_specials_by_name(tmp_path: Path):
     tokens = ["[PAD]", *(f"[unused{i}]" for i in range(1, 100)), "[UNK]", "[CLS]", "[SEP]", "[MASK]", "的"]
-    v = Vocab.load(_write(tmp_path / "vocab.txt", "\n".join(tokens) + "\n"))
+    v = Vocab.load(write(tmp_path / "vocab.txt", "\n".join(tokens) + "\n"))
     assert (v.pad_id, v.unk_id, v.cls_id, v.sep_id, v.mask_id) == (0, 100, 101, 102, 103)
     assert v.token_to_id("的") == 104 and v.token_to_id("没有") == 100
 
@@ -52,17 +48,17 @@ def test_crlf_vocab_and_missing_final_newline(tmp_path: Path):
 
 
 def test_duplicate_token_names_both_lines(tmp_path: Path):
-    p = _write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\na\nb\na\n")
+    p = write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\na\nb\na\n")
     with pytest.raises(ZenError) as e:
         Vocab.load(p)
     assert f"{p}:5" in str(e.value) and "line 3" in str(e.value) and "'a'" in str(e.value)
 
 
 def test_empty_line_is_an_error(tmp_path: Path):
-    p = _write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\n\nb\n")
+    p = write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\n\nb\n")
     with pytest.raises(ZenError, match=rf"{p}:3: empty line"):
         Vocab.load(p)
-    q = _write(tmp_path / "trailing.txt", "[PAD]\n[UNK]\n\n")
+    q = write(tmp_path / "trailing.txt", "[PAD]\n[UNK]\n\n")
     with pytest.raises(ZenError, match=rf"{q}:3: empty line"):
         Vocab.load(q)
 
@@ -71,7 +67,7 @@ def test_bad_files_come_from_iter_lines(tmp_path: Path):
     with pytest.raises(ZenError, match="no such file"):
         Vocab.load(tmp_path / "missing.txt")
     with pytest.raises(ZenError, match="empty"):
-        Vocab.load(_write(tmp_path / "empty.txt", ""))
+        Vocab.load(write(tmp_path / "empty.txt", ""))
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"[PAD]\n\xff\n")
     with pytest.raises(ZenError, match=rf"{bad}:2: invalid UTF-8"):
@@ -79,7 +75,7 @@ def test_bad_files_come_from_iter_lines(tmp_path: Path):
 
 
 def test_missing_special_is_a_clear_error_only_when_needed(tmp_path: Path):
-    v = Vocab.load(_write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nx\n"))
+    v = Vocab.load(write(tmp_path / "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nx\n"))
     assert v.token_to_id("x") == 4 and v.token_to_id("y") == 1
     with pytest.raises(ZenError, match=r"vocab.txt: vocabulary has no \[MASK\] token"):
         _ = v.mask_id
@@ -101,16 +97,16 @@ def test_in_memory_vocab_validation():
 
 
 def test_sidecar_settings_reach_the_tokenizer(tmp_path: Path):
-    p = _write(tmp_path / "vocab.txt", "\n".join([*SPECIAL_TOKENS, "é", "e"]) + "\n")
+    p = write(tmp_path / "vocab.txt", "\n".join([*SPECIAL_TOKENS, "é", "e"]) + "\n")
     assert read_sidecar(p) is None
     assert Tokenizer.from_vocab(p).tokens("É") == ["e"]  # BERT default: lower-case + strip accents
-    _write(sidecar_path(p), json.dumps({"format": "zen-vocab", "lowercase": True, "strip_accents": False}))
+    write(sidecar_path(p), json.dumps({"format": "zen-vocab", "lowercase": True, "strip_accents": False}))
     assert Tokenizer.from_vocab(p).tokens("É") == ["é"]
     assert Tokenizer.from_vocab(p, strip_accents=True).tokens("É") == ["e"]
     assert Tokenizer.from_vocab(Vocab.load(p)).tokens("É") == ["é"]
-    _write(sidecar_path(p), json.dumps({"model_type": "gpt2"}))  # someone else's vocab.json: ignored
+    write(sidecar_path(p), json.dumps({"model_type": "gpt2"}))  # someone else's vocab.json: ignored
     assert read_sidecar(p) is None
-    _write(sidecar_path(p), "{not json")
+    write(sidecar_path(p), "{not json")
     with pytest.raises(ZenError, match=r"vocab.json: not valid UTF-8 JSON"):
         Tokenizer.from_vocab(p)
 
@@ -119,7 +115,7 @@ def test_sidecar_settings_reach_the_tokenizer(tmp_path: Path):
 
 
 def test_build_zh_order_and_min_freq(tmp_path: Path):
-    corpus = _write(tmp_path / "c.txt", "乙甲乙，丙\n甲乙 Ab\n\nab丁，\n")
+    corpus = write(tmp_path / "c.txt", "乙甲乙，丙\n甲乙 Ab\n\nab丁，\n")
     b = build_vocab([corpus])
     # counts: 乙 3, 甲 2, ， 2, a 2, ##b 2, 丙 1, 丁 1 (ties by string)
     assert b.vocab.tokens == [*SPECIAL_TOKENS, "乙", "##b", "a", "甲", "，", "丁", "丙"]
@@ -136,16 +132,16 @@ def test_build_zh_order_and_min_freq(tmp_path: Path):
 
 
 def test_build_zh_skips_unk_marker_and_errors_on_empty_corpus(tmp_path: Path):
-    corpus = _write(tmp_path / "c.txt", "x" * 150 + " 中\n")
+    corpus = write(tmp_path / "c.txt", "x" * 150 + " 中\n")
     assert build_vocab([corpus]).vocab.tokens == [*SPECIAL_TOKENS, "中"]
-    blank = _write(tmp_path / "blank.txt", "  \n\t\n")
+    blank = write(tmp_path / "blank.txt", "  \n\t\n")
     with pytest.raises(ZenError, match="no tokens"):
         build_vocab([blank])
 
 
 def test_cli_build_zh_writes_vocab_and_sidecar(tmp_path: Path):
-    c1 = _write(tmp_path / "a.txt", "中文中文\n")
-    c2 = _write(tmp_path / "b.txt", "文字！\n")
+    c1 = write(tmp_path / "a.txt", "中文中文\n")
+    c2 = write(tmp_path / "b.txt", "文字！\n")
     out = tmp_path / "out" / "vocab.txt"
     res = runner.invoke(app, ["build", str(c1), str(c2), "-o", str(out), "--min-freq", "2"])
     assert res.exit_code == 0, res.output
@@ -168,7 +164,7 @@ def test_cli_build_errors(tmp_path: Path):
     bad.write_bytes("中\n".encode() + b"\xfe\n")
     res = runner.invoke(app, ["build", str(bad), "-o", str(tmp_path / "v.txt")])
     assert isinstance(res.exception, ZenError) and f"{bad}:2: invalid UTF-8" in str(res.exception)
-    good = _write(tmp_path / "good.txt", "中\n")
+    good = write(tmp_path / "good.txt", "中\n")
     res = runner.invoke(app, ["build", str(good), "-o", str(good)])
     assert isinstance(res.exception, ZenError) and "also a corpus file" in str(res.exception)
     assert good.read_text(encoding="utf-8") == "中\n"
@@ -186,7 +182,7 @@ _AR_WORDS = ["كَتَبَ", "كاتب", "مكتب", "مكتبة", "يكتب", "
 
 def _ar_corpus(tmp_path: Path) -> Path:
     lines = [" ".join(_AR_WORDS[(i * 7 + k) % len(_AR_WORDS)] for k in range(1 + i % 5)) + "،" for i in range(60)]
-    return _write(tmp_path / "ar.txt", "\n".join(lines) + "\n")
+    return write(tmp_path / "ar.txt", "\n".join(lines) + "\n")
 
 
 def test_build_wordpiece_arabic(tmp_path: Path):

@@ -40,7 +40,7 @@ def test_windows_cover_every_position_within_bounds_with_the_stated_overlap(plan
         assert 0 <= s <= e <= n and e - s <= max_tokens
         covered[s:e] += 1
     assert (covered >= 1).all()
-    for (s0, e0), (s1, e1) in zip(ws, ws[1:]):
+    for (s0, e0), (s1, _) in zip(ws, ws[1:]):
         assert s1 - s0 == stride
         assert e0 - s1 == max_tokens - stride  # a full window followed by another one
     assert ws[-1][1] == n

@@ -7,18 +7,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
+from tests.conftest import write
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import apply_overrides, from_dict
 from zencli.data.readers.tagging import read_tagging
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.model.heads import TokenClassificationHead
 from zencli.metrics.ner import conlleval_spans, score_ner
 from zencli.metrics.pos import score_word_tags
+from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import task_class
 from zencli.tasks.inputs import InputPipeline, InputSettings
 from zencli.tasks.model import build_task_model
@@ -30,13 +30,8 @@ PIECES = ["م", "##كت", "##بة", "ال", "##بيت", "قال", "(", ")", ".",
           "##ي", "دار", "##س", "ب", "##ل", "##د"]
 
 
-def _write(path: Path, text: str) -> Path:
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
 def _read(tmp_path: Path, text: str, task: str = "ner", fmt: str = "auto"):
-    return read_tagging(_write(tmp_path / "f.txt", text), task, fmt)
+    return read_tagging(write(tmp_path / "f.txt", text), task, fmt)
 
 
 # --- readers ------------------------------------------------------------------------------------------------
@@ -72,7 +67,8 @@ def test_word_level_pos_formats_word_slash_word_tab_and_conllu(tmp_path):
     assert (info.format, info.level, info.scheme) == ("word-slash", "word", None)
     assert sents[1].tagged_words == [("في", "PREP"), ("البيت", "DET+NOUN")]
     sents, info = _read(tmp_path, "قال\tVERB\nسمران\tNOUN_PROP\n\nفي\tPREP\n", "pos")
-    assert (info.format, info.level, [s.labels for s in sents]) == ("conll-word", "word", [["VERB", "NOUN_PROP"], ["PREP"]])
+    assert (info.format, info.level, [s.labels for s in sents]) \
+        == ("conll-word", "word", [["VERB", "NOUN_PROP"], ["PREP"]])
     conllu = ("# sent_id = 1\n# text = وبالبيت قال\n1-3\tوبالبيت\t_\t_\t_\t_\t_\t_\t_\t_\n"
               "1\tو\tو\tCCONJ\tC---------\t_\t0\tcc\t_\t_\n2\tب\tب\tADP\tP---------\t_\t3\tcase\t_\t_\n"
               "3\tالبيت\tبيت\t_\tN------S2D\t_\t0\troot\t_\t_\n4\tقال\tقال\tVERB\tVP-A-3MS--\t_\t0\troot\t_\t_\n\n")
@@ -190,13 +186,13 @@ def test_word_level_pos_is_scored_by_word_accuracy_and_files_score_by_level(tmp_
     assert (r.correct, r.words, r.accuracy, r.main_score) == (3, 4, 0.75, 0.75)
     assert r.to_dict()["per_tag"]["NOUN"] == {"accuracy": 0.0, "correct": 0, "gold": 1}
     words = ["سمران", "نوري", "في", "البيت", "."]
-    gold = _write(tmp_path / "g.txt", "".join("".join(f"{w}\t{t}\n" for w, t in zip(words, s)) + "\n" for s in GOLD))
-    pred = _write(tmp_path / "p.txt", "".join("".join(f"{w}\t{t}\n" for w, t in zip(words, s)) + "\n" for s in PRED))
+    gold = write(tmp_path / "g.txt", "".join("".join(f"{w}\t{t}\n" for w, t in zip(words, s)) + "\n" for s in GOLD))
+    pred = write(tmp_path / "p.txt", "".join("".join(f"{w}\t{t}\n" for w, t in zip(words, s)) + "\n" for s in PRED))
     ev = score_files("ner", gold, pred)  # the hand-counted conlleval figures above, from files
     assert ev.gold_format == "conll-word" and ev.result.to_dict()["chunking"] == "conlleval"
     assert (ev.result.overall.correct, ev.result.overall.predicted, ev.result.overall.gold) == (2, 7, 5)
-    bad = _write(tmp_path / "b.txt", "سمران\tO\nنور\tO\n\n")
-    one = _write(tmp_path / "o.txt", "سمران\tO\nنوري\tO\n\n")
+    bad = write(tmp_path / "b.txt", "سمران\tO\nنور\tO\n\n")
+    one = write(tmp_path / "o.txt", "سمران\tO\nنوري\tO\n\n")
     with pytest.raises(ZenError, match=r"b\.txt:1: sentence 1 differs .* at word 2"):
         score_files("ner", one, bad)
 
@@ -225,10 +221,10 @@ def test_prediction_lines_are_cut_into_words_with_offsets_and_written_in_three_f
 
 
 def test_a_word_level_model_refuses_char_level_data_and_chte_from_characters(tmp_path):
-    vocab = _write(tmp_path / "vocab.txt", "".join(t + "\n" for t in [*SPECIAL_TOKENS, *PIECES]))
+    vocab = write(tmp_path / "vocab.txt", "".join(t + "\n" for t in [*SPECIAL_TOKENS, *PIECES]))
     ngram = tmp_path / "ngram.txt"
     Lexicon([("ال", "##بيت"), ("سمر", "##ان")], [5, 3]).save(ngram)
-    train = _write(tmp_path / "train.txt", "قال\tO\nسمران\tB-PER\nنوري\tI-PER\n\nالبيت\tB-LOC\n.\tO\n\n")
+    train = write(tmp_path / "train.txt", "قال\tO\nسمران\tB-PER\nنوري\tI-PER\n\nالبيت\tB-LOC\n.\tO\n\n")
     sets = ["task.name=ner", f"data.train={train}", f"model.vocab={vocab}", f"model.ngram={ngram}",
             "model.hidden_size=16", "model.num_hidden_layers=1", "model.num_attention_heads=2",
             "model.intermediate_size=32", "model.num_hidden_word_layers=1", "model.training_ngrams=1"]
@@ -245,8 +241,9 @@ def test_a_word_level_model_refuses_char_level_data_and_chte_from_characters(tmp
                                              *task.labels.encode_all(["B-PER"]), -100,
                                              *task.labels.encode_all(["I-PER"]), -100, -100]
     assert any("word pieces" in n for n in notes)
-    zh = cls.read(_write(tmp_path / "zh.txt", "北\tB-LOC\n京\tI-LOC\n\n"))
-    with pytest.raises(ZenError, match=r"zh\.txt: read as char-level conll data, but the model tags one label per word"):
+    zh = cls.read(write(tmp_path / "zh.txt", "北\tB-LOC\n京\tI-LOC\n\n"))
+    with pytest.raises(ZenError, match=r"zh\.txt: read as char-level conll data, "
+                                       r"but the model tags one label per word"):
         task.evaluate(zh, [["O", "O"]])
     chte = from_dict(FinetuneConfig, apply_overrides({}, [*sets[:2], "model.encoder=chte"]), source="t")
     with pytest.raises(ZenError, match="CHTE from characters reads char-level data"):

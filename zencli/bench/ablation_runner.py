@@ -132,7 +132,10 @@ def run_lexicon(plan: Plan, run: Run, console: Console) -> dict[str, Any]:
     from zencli.text.vocab import Vocab
 
     cfg = plan.lexicon_config()
-    say = (lambda text: console.print(escape(text), highlight=False, soft_wrap=True))
+
+    def say(text: str) -> None:
+        console.print(escape(text), highlight=False, soft_wrap=True)
+
     corpus = [Path(p) for p in cfg.data.corpus]
     vocab, ngram = run.dir / "vocab.txt", run.dir / "ngram.txt"
     _build_vocab(cfg, corpus, vocab, say)

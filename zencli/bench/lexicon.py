@@ -32,7 +32,8 @@ from zencli.text.reading import iter_lines
 _MAX_WORDS = 600
 
 
-def synthesize(cws_path: str | Path, n_chars: int, out: str | Path, *, seed: int = 0, batch: int = 20_000) -> dict[str, int]:
+def synthesize(cws_path: str | Path, n_chars: int, out: str | Path, *, seed: int = 0,
+               batch: int = 20_000) -> dict[str, int]:
     """Write about `n_chars` characters (whole lines, at least n_chars) of Markov-chain text to `out`."""
     vocab: dict[str, int] = {}
     occ: list[int] = []  # word id of each word occurrence

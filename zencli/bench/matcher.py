@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from zencli.errors import ZenError
-from zencli.lexicon.ngram_file import Lexicon
 from zencli.lexicon.matcher import Matches, NgramMatcher, naive_matches, ngram_index, select_released
+from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.reading import iter_lines
 
 # Released max_ngram_in_seq default, for the "released ZEN 2.0 rules" row.

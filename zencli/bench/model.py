@@ -57,11 +57,11 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import warnings
 import statistics
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -696,7 +696,7 @@ def progress_total(sizes_steps: list[tuple[int, int]], n_encoders: int, precisio
     return total + (2 * curve_steps if bf16 else 0)
 
 
-def run(*, sizes: list[ModelSize], encoders: list[str] = list(ENCODERS), precisions: list[str] | None = None,
+def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precisions: list[str] | None = None,
         dense_opt: bool = True, steps: int = 0, warmup: int = 1, infer_steps: int = 0, batch: int = 8,
         seq_len: int = 128, slots: int = 128, ngram_rows: int = 100_000, vocab_size: int = 21128,
         ngram_rate: float = 0.4, text: Path | None = None, lexicon: Path | None = None,

@@ -42,7 +42,6 @@ from zencli.bench.model import (
     Variant,
     _median,
     _ratio,
-    encoder_inputs,
     make_batches,
     model_config,
     synthetic_chars,

@@ -3,9 +3,11 @@ into the library; heavy imports (torch) happen inside the commands so `zen --hel
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import typer
+import typer.core
 
 from zencli import __version__
 from zencli.errors import ZenError
@@ -34,9 +36,7 @@ def _root(
 
 
 def _register() -> None:
-    from zencli.cli import bench, evaluate, lexicon, model, quickstart, recipe, vocab
-    from zencli.cli import finetune, predict
-    from zencli.cli import data, pretrain
+    from zencli.cli import bench, data, evaluate, finetune, lexicon, model, predict, pretrain, quickstart, recipe, vocab
 
     app.command("quickstart")(quickstart.quickstart)
     app.command("evaluate")(evaluate.evaluate)
@@ -51,12 +51,40 @@ def _register() -> None:
     app.add_typer(data.app, name="data")
 
 
+def _one_line_paragraphs(typer_app: typer.Typer) -> None:
+    """Each command's help as its docstring with every paragraph on one line. Rich prints the paragraphs
+    after the first with the source's line breaks, which cut sentences in two on a terminal narrower than
+    the source; one-line paragraphs it wraps to the terminal."""
+    for info in typer_app.registered_commands:
+        doc = info.help or inspect.getdoc(info.callback)
+        if doc:
+            info.help = "\n\n".join(p.replace("\n", " ") for p in doc.split("\n\n"))
+    for group in typer_app.registered_groups:
+        _one_line_paragraphs(group.typer_instance)
+
+
+def _no_value_placeholder_on_flags() -> None:
+    """Typer's Rich help prints a value placeholder after every option, flags too (`--quiet <bool>`),
+    though a flag takes no value (its plain-text help leaves it out): print none for flags."""
+    option = typer.core.TyperOption
+    placeholder = getattr(option, "display_type_rich", None)
+    if placeholder is None:  # a Typer without the placeholder
+        return
+
+    def display_type_rich(self: typer.core.TyperOption, ctx) -> str | None:
+        return None if self.is_flag else placeholder(self, ctx)
+
+    option.display_type_rich = display_type_rich
+
+
 _register()
+_one_line_paragraphs(app)
+_no_value_placeholder_on_flags()
 
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="zen")  # not "python -m zencli" (bin/zen runs that)
     except ZenError as e:
         print(f"zen: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -32,7 +32,8 @@ def lexicon(
     cws: Path = typer.Option(None, "--cws", help="Segmented text the synthetic corpus is generated from "
                                                  "(default: PD98 cws train)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic corpus."),
-    tmp_dir: Path = typer.Option(None, "--tmp-dir", help="Where to write the temporary corpora (default: system temp)."),
+    tmp_dir: Path = typer.Option(None, "--tmp-dir",
+                                 help="Where to write the temporary corpora (default: system temp)."),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
     """Time `zen lexicon build` (chars/s, peak RSS) on PD98 and on synthetic corpora of growing size."""

@@ -37,7 +37,8 @@ def model(
     lexicon: Path = typer.Option(None, "--lexicon", help="ngram.txt to match in --text (default: synthetic slots)."),
     dense_adamw: bool = typer.Option(True, "--dense-adamw/--no-dense-adamw",
                                      help="Also time ZEN 2.0 with dense gradients and dense AdamW on every table."),
-    curve_steps: int = typer.Option(30, "--curve-steps", help="Steps of the fp32-vs-bf16 training comparison (0: skip)."),
+    curve_steps: int = typer.Option(30, "--curve-steps",
+                                    help="Steps of the fp32-vs-bf16 training comparison (0: skip)."),
     curve_size: str = typer.Option("tiny", "--curve-size", help="Model size of that comparison."),
     gemm_size: int = typer.Option(2048, "--gemm-size", help="Square matmul size of the GEMM peak."),
     threads: int = typer.Option(0, "--threads", help="Torch threads (0: torch's default). With 1, process CPU "

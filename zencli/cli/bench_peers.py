@@ -55,6 +55,7 @@ def peers(
                 t.add_row(r["size"], name, f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
                           "" if ratio is None else f"{ratio:.2f}")
             if "zen bert vs hf-bert" in r[mode + "_ratios"]:
-                t.add_row(r["size"], "(zen bert vs hf-bert)", "", "", f"{r[mode + '_ratios']['zen bert vs hf-bert']:.2f}")
+                ratio = r[mode + "_ratios"]["zen bert vs hf-bert"]
+                t.add_row(r["size"], "(zen bert vs hf-bert)", "", "", f"{ratio:.2f}")
         console.print(t)
     write_json_report(json_path, report)

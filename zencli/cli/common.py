@@ -32,7 +32,14 @@ def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
 
 def progress_bar(out: Console = console):
     """A transient Rich progress bar for benchmark rounds: description, bar, done/total, elapsed, ETA."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TimeRemainingColumn(), console=out, transient=True)

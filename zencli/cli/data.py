@@ -34,8 +34,8 @@ def pretrain_data(
 
     Run `zen pretrain` later with the same recipe and output directory: it reuses everything made here.
     An interrupted run continues where it stopped (complete shards are kept)."""
-    from zencli.jobs.pretrain import build_config
     from zencli.data.pretraining import summary_table
+    from zencli.jobs.pretrain import build_config
     from zencli.tasks.pretraining import prepare
 
     options = {

@@ -122,7 +122,8 @@ def default(
 
 @app.command()
 def build(
-    corpus: list[Path] = typer.Argument(None, help="Raw text files, one sentence per line (default: the recipe's corpus)."),
+    corpus: list[Path] = typer.Argument(None,
+                                        help="Raw text files, one sentence per line (default: the recipe's corpus)."),
     recipe: str = RECIPE,
     overrides: list[str] = OVERRIDES,
     output: Path = OUTPUT,

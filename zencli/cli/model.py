@@ -43,7 +43,8 @@ def import_(
     source: Path = typer.Argument(..., help="A released ZEN directory or a BERT(-Chinese) checkpoint directory."),
     output: Path = typer.Option(..., "--output", "-o", help="zen model directory to write."),
     encoder: str = typer.Option("zen2", "--encoder", help="For BERT sources: zen2, zen1 or bert."),
-    ngram: Path | None = typer.Option(None, "--ngram", help="For BERT sources: the lexicon (ngram.txt) of the new n-gram side."),
+    ngram: Path | None = typer.Option(None, "--ngram",
+                                      help="For BERT sources: the lexicon (ngram.txt) of the new n-gram side."),
     ngram_layers: int = typer.Option(6, "--ngram-layers", help="For BERT sources: n-gram encoder depth."),
     seed: int = typer.Option(0, "--seed", help="Seed for freshly initialised weights."),
 ) -> None:

@@ -41,7 +41,7 @@ def predict(
     fmt: Optional[str] = typer.Option(
         None, "--format", "-f",
         help="Output format; the first listed is the task's default. cws/pos/ner: text (spaced words, "
-        "word/TAG, [entity]/TYPE inline), json (one object per line, character offsets), conll "
+        "word/TAG, \\[entity]/TYPE inline), json (one object per line, character offsets), conll "
         "(char<TAB>label); dc/sa/spm/nli: text (label<TAB>probability), json, label; qa: text (score), "
         "json; mrc: json (id, answer, start, end), text."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Windows per forward pass "

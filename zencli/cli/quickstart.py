@@ -192,7 +192,8 @@ def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
     p = summary["pretrain"]
     n = fmt.number
     step.result = (f"{fmt.count(p['steps'])} steps · train loss {n(p['loss_start'])} → {n(p['loss_end'])} · "
-                   f"held-out MLM loss {n(p['heldout_mlm_loss_start'])} → {n(p['heldout_mlm_loss_end'])}, masked-char acc "
+                   f"held-out MLM loss {n(p['heldout_mlm_loss_start'])} → {n(p['heldout_mlm_loss_end'])}, "
+                   "masked-char acc "
                    f"{n(p['heldout_masked_acc'])} (unigram {n(p['baseline_masked_acc'])})")
     step.outputs = [str(ws.pretrained_model), str(ws.pretrain_dir / "results.json")]
 

@@ -42,7 +42,8 @@ class DataSection:
     ngram_min_pmi: float | None = None  # built lexicon; null: the language default (zh 3, ar 10)
     ngram_min_entropy: float | None = None  # built lexicon: left/right branching entropy filter (bits); null: off
     lowercase: bool | None = None  # tokenizer; null: the vocab's vocab.json setting, else True
-    normalize: list[str] = field(default_factory=list)  # built vocab: Arabic normalisations (diacritics, tatweel, alef, yaa)
+    # built vocab: Arabic normalisations (diacritics, tatweel, alef, yaa)
+    normalize: list[str] = field(default_factory=list)
     max_seq_len: int = 128  # tokens per example, [CLS] and both [SEP] included
     dupe_factor: int = 1  # passes over the corpus, each with fresh NSP pairs and masks
     short_seq_prob: float = 0.1  # share of examples cut shorter than max_seq_len (BERT's)

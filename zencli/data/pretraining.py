@@ -138,7 +138,8 @@ class PretrainDataSettings:
         if self.ngram_rules not in RULES:
             raise ZenError(f"ngram_rules: expected one of {', '.join(RULES)}, got {self.ngram_rules!r}")
         if self.released_version not in RELEASED_VERSIONS:
-            raise ZenError(f"released_version: expected one of {', '.join(RELEASED_VERSIONS)}, got {self.released_version!r}")
+            raise ZenError(f"released_version: expected one of {', '.join(RELEASED_VERSIONS)}, "
+                           f"got {self.released_version!r}")
         if self.seed < 0:
             raise ZenError(f"seed: expected an integer >= 0, got {self.seed}")
         if self.examples_per_shard < 1:
@@ -503,7 +504,8 @@ def _leftovers(out_dir: Path) -> list[Path]:
 
 def _clear_outputs(out_dir: Path) -> None:
     """Remove what generate_shards writes (and nothing else) from `out_dir`."""
-    ours = [p for p in out_dir.iterdir() if p.name in (MANIFEST_NAME, FREQS_NAME) or p.name.startswith((SHARD_PREFIX, WORK_DIR))]
+    ours = [p for p in out_dir.iterdir()
+            if p.name in (MANIFEST_NAME, FREQS_NAME) or p.name.startswith((SHARD_PREFIX, WORK_DIR))]
     for p in ours + _leftovers(out_dir):
         shutil.rmtree(p) if p.is_dir() else p.unlink()
 
@@ -580,7 +582,8 @@ def generate_shards(
         vocab.special_id(name)
     random_token_ids(vocab)
 
-    corpus_info = [{"path": str(f), "sha256": file_checksum(check_readable(f)), "bytes": f.stat().st_size} for f in files]
+    corpus_info = [{"path": str(f), "sha256": file_checksum(check_readable(f)), "bytes": f.stat().st_size}
+                   for f in files]
     fp_inputs = {
         "format": FORMAT, "version": FORMAT_VERSION, "settings": asdict(settings),
         "vocab": vocab_checksum(vocab), "lexicon": lexicon_checksum(lexicon),
@@ -599,7 +602,8 @@ def generate_shards(
         old = read_manifest(out)
         if old.get("fingerprint") != fingerprint:
             why = first_difference(old.get("inputs", {}), fp_inputs) or "?"
-            raise ZenError(f"{out}: holds shards made with other settings ({why}); use another output folder or --overwrite")
+            raise ZenError(f"{out}: holds shards made with other settings ({why}); "
+                           "use another output folder or --overwrite")
         if old.get("complete") and all(read_shard_meta(out / s["name"]) is not None for s in old["shards"]):
             return GenerationResult(out, old, made=0, reused=len(old["shards"]))
     for p in _leftovers(out):  # of an interrupted run
@@ -631,7 +635,8 @@ def generate_shards(
              for r in range(settings.dupe_factor) for k, (lo, hi) in enumerate(parts)]
     stale = [i for i in done if i >= len(tasks)]
     if stale:
-        raise ZenError(f"{out / shard_name(stale[0])}: not part of this run's plan; use another output folder or --overwrite")
+        raise ZenError(f"{out / shard_name(stale[0])}: not part of this run's plan; "
+                       "use another output folder or --overwrite")
     freqs = np.concatenate([[0], np.asarray(lexicon.freqs, np.int64)]).astype(np.int64)  # [G+1] by n-gram id
     atomic_write(out / FREQS_NAME, lambda f: np.save(f, freqs))
     header = {
@@ -717,7 +722,8 @@ def _totals(shards: list[dict[str, Any]]) -> dict[str, Any]:
     t["nsp_random_fraction"] = round(t["nsp_random"] / ex, 6) if ex else 0.0
     t["ngrams_per_example"] = round(t["ngram_slots"] / ex, 3) if ex else 0.0
     t["tokens_per_example"] = round(t["tokens"] / ex, 3) if ex else 0.0
-    t["multi_token_unit_fraction"] = round(t["masked_multi_token_units"] / t["masked_units"], 6) if t["masked_units"] else 0.0
+    units = t["masked_units"]
+    t["multi_token_unit_fraction"] = round(t["masked_multi_token_units"] / units, 6) if units else 0.0
     return t
 
 

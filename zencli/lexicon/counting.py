@@ -84,7 +84,8 @@ _PROGRESS_EVERY_LINES = 512
 # ----------------------------------------------------------------------------- counting one chunk
 
 
-def _sorted_positions(key: np.ndarray, pos: np.ndarray, key_limit: int, pos_limit: int) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_positions(key: np.ndarray, pos: np.ndarray, key_limit: int,
+                      pos_limit: int) -> tuple[np.ndarray, np.ndarray]:
     """(key, pos) sorted by key (ties in any order). When key and position fit in 64 bits together they
     are packed and sorted as one uint64 array, about 3x faster than argsort."""
     pos_bits = max(1, int(pos_limit).bit_length())
@@ -180,7 +181,8 @@ class ChunkBuilder:
         remap[-1] = -1
         seq = remap[np.frombuffer(self.ids, dtype=np.int32)] if len(self.ids) else np.zeros(0, np.int32)
         self.ids = array("i")
-        lengths = np.frombuffer(self.line_tokens, dtype=np.int32).astype(np.int64) if self.lines else np.zeros(0, np.int64)
+        lengths = (np.frombuffer(self.line_tokens, dtype=np.int32).astype(np.int64) if self.lines
+                   else np.zeros(0, np.int64))
         header = {
             "max_n": max_n,
             "lines": self.lines,
@@ -245,7 +247,8 @@ class CountsSection:
             f.seek(self.data_offset + spec["offset"])
             arr = np.fromfile(f, dtype=dtype, count=spec["length"])
         if arr.size != spec["length"]:
-            raise ZenError(f"{self.path}: truncated in section {self.index + 1} ({name}); expected a complete counts file")
+            raise ZenError(f"{self.path}: truncated in section {self.index + 1} ({name}); "
+                           "expected a complete counts file")
         return arr
 
 

@@ -171,7 +171,8 @@ class WordTagResult:
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "main": self.main, "level": "word", "sentences": self.sentences,
                 "accuracy": self.accuracy, "correct": self.correct, "words": self.words,
-                "per_tag": {t: {"accuracy": ratio(c, n), "correct": c, "gold": n} for t, (c, n) in self.per_tag.items()}}
+                "per_tag": {t: {"accuracy": ratio(c, n), "correct": c, "gold": n}
+                            for t, (c, n) in self.per_tag.items()}}
 
     def tables(self) -> list[Table]:
         rows = [[t, pct(ratio(c, n)), str(c), str(n)] for t, (c, n) in self.per_tag.items()]

@@ -119,7 +119,8 @@ class RelativeSelfAttention(nn.Module):
             ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, cos.to(q.dtype), sin.to(q.dtype)),
                          rel_k=key)
         else:
-            R = self.position_table(L, x.device).to(q.dtype)
-            by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)), R.transpose(-1, -2))  # [B,A,L,2L−1]
+            R = self.position_table(L, x.device).to(q.dtype)  # [A,2L−1,d]
+            by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)),
+                                     R.transpose(-1, -2))  # [B,A,L,2L−1]
             ctx = attend(content, k, v, skew(by_offset) + mask.to(q.dtype), dropout_p)  # bias [B,A,L,L]
         return merge_heads(ctx)

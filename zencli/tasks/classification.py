@@ -325,7 +325,8 @@ class ClassificationTask(WindowedTask):
         if fmt == "json":
             texts = {"a": example.a, "b": example.b} if self.pair else {"text": example.text}
             probs = None if prediction.probabilities is None else {
-                lab: round(float(p), PROBABILITY_DIGITS) for lab, p in zip(self.labels.labels, prediction.probabilities)}
+                lab: round(float(p), PROBABILITY_DIGITS)
+                for lab, p in zip(self.labels.labels, prediction.probabilities)}
             return json.dumps({**texts, "label": prediction.label,
                                "probability": None if prediction.probability is None
                                else round(prediction.probability, PROBABILITY_DIGITS),

@@ -386,7 +386,11 @@ def prepare(cfg: PretrainConfig, *, console: Console | None = None) -> Prepared:
 
     d = cfg.data
     out = Path(cfg.train.output_dir)
-    say = (lambda text: console.print(escape(text), highlight=False, soft_wrap=True)) if console else (lambda text: None)
+
+    def say(text: str) -> None:
+        if console:
+            console.print(escape(text), highlight=False, soft_wrap=True)
+
     if not d.corpus:
         raise ZenError("data.corpus: no corpus files; give raw text files in the recipe (data.corpus)")
     corpus = expand_corpus(d.corpus, "data.corpus")
@@ -405,8 +409,8 @@ def prepare(cfg: PretrainConfig, *, console: Console | None = None) -> Prepared:
         pass
 
     def mark() -> None:
-        atomic_write_text(out / MARKER_NAME, json.dumps({"format": MARKER_FORMAT, "plan": run_plan(cfg), "built": built},
-                                                        indent=1, ensure_ascii=False, default=str) + "\n")
+        marker = {"format": MARKER_FORMAT, "plan": run_plan(cfg), "built": built}
+        atomic_write_text(out / MARKER_NAME, json.dumps(marker, indent=1, ensure_ascii=False, default=str) + "\n")
 
     mark()
     atomic_write_text(out / RECIPE_NAME, recipe_yaml(cfg))
@@ -486,7 +490,8 @@ def recipe_yaml(cfg: PretrainConfig) -> str:
 # stage 3 + 4: model, training, export
 
 
-def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int, n_ngrams: int) -> tuple[ZenForPreTraining, list[str]]:
+def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int,
+                n_ngrams: int) -> tuple[ZenForPreTraining, list[str]]:
     """A fresh ZenForPreTraining (global torch RNG: seed first) or the `init` checkpoint; notes."""
     from zencli.model.checkpoint import check_text_files
     from zencli.model.config import ZenConfig
@@ -565,8 +570,8 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
     from zencli.lexicon.ngram_file import Lexicon
     from zencli.model.checkpoint import save_zen_model
     from zencli.text.vocab import Vocab
-    from zencli.train import distributed as D
     from zencli.train import LengthGroupedBatches, train
+    from zencli.train import distributed as D
     from zencli.train.checkpoint import CheckpointDir, seed_everything
     from zencli.train.precision import autocast, resolve_precision
 

@@ -17,9 +17,10 @@ What `score_predictions` takes as predictions (`items`), per task:
 Prediction files (`read_predictions`):
 - cws / pos / ner: any format the readers accept for the task (detected independently of the gold
   file: SIGHAN lines or char-level BMES for cws, char-level joint labels or word/TAG for pos,
-  char-level CoNLL or the \\x02 variant for ner; for word-level gold, the same word-level format). Word-level
-  gold is scored by word: ner entities read as conlleval reads them, pos by word accuracy. For cws a file without any space is read as SIGHAN
-  lines of one word each (a system that segmented nothing), never as unsegmented text.
+  char-level CoNLL or the \\x02 variant for ner; for word-level gold, the same word-level format).
+  Word-level gold is scored by word: ner entities read as conlleval reads them, pos by word accuracy. For
+  cws a file without any space is read as SIGHAN lines of one word each (a system that segmented nothing),
+  never as unsegmented text.
 - dc / sa / spm / nli: a *label list* — a file none of whose lines holds a TAB (and that is not JSON
   lines): one label per line, line i for gold example i — or a file in the gold file's format (then its
   texts must be the gold texts, example by example).
@@ -56,7 +57,6 @@ from zencli.data.readers import (
 from zencli.data.readers.common import load_json_file, looks_like_json_lines, sample_lines, show
 from zencli.data.readers.pairs import LABEL_ALIASES as NLILABEL_ALIASES
 from zencli.data.readers.tagging import detect_tagging_format, read_tagging
-from zencli.metrics.pos import score_word_tags
 from zencli.errors import ZenError, where
 from zencli.metrics import (
     MetricResult,
@@ -67,6 +67,7 @@ from zencli.metrics import (
     score_pos,
     score_ranking,
 )
+from zencli.metrics.pos import score_word_tags
 from zencli.text.reading import iter_lines
 
 TAGGING = ("cws", "pos", "ner")

@@ -89,6 +89,7 @@ from zencli.atomic_write import atomic_write_text
 from zencli.config.loading import to_dict
 from zencli.errors import ZenError
 from zencli.train import distributed as D
+from zencli.train.budget import TimeBudget
 from zencli.train.checkpoint import (
     FORMAT,
     CheckpointDir,
@@ -99,7 +100,6 @@ from zencli.train.checkpoint import (
     seed_everything,
     set_rng_state,
 )
-from zencli.train.budget import TimeBudget
 from zencli.train.data import ResumableBatches, prefetch, to_device
 from zencli.train.optim import (
     build_optimizers,
