@@ -118,7 +118,8 @@ def test_entropy_keeps_words_and_drops_fragments(tmp_path: Path):
     path = _corpus(tmp_path / "c.txt", WORDS_CORPUS)
     common = dict(corpus=[path], workers=1, min_freq=5, min_pmi=0.0)
     plain = extract.build(LexiconConfig(output=tmp_path / "p.txt", **common))
-    assert {"".join(g) for g in plain.lexicon.ngrams} == {"社会", "会主", "主义", "社会主", "会主义", "社会主义", "北京"}
+    assert {"".join(g) for g in plain.lexicon.ngrams} == {"社会", "会主", "主义", "社会主", "会主义", "社会主义",
+                                                          "北京"}
     result = extract.build(LexiconConfig(output=tmp_path / "e.txt", min_entropy=1.0, **common))
     assert {"".join(g) for g in result.lexicon.ngrams} == {"社会主义", "北京"}
     assert result.per_length[3] == {"candidates": result.per_length[3]["candidates"], "frequent": 2, "pmi": 2,
@@ -135,7 +136,8 @@ def test_word_piece_rules(tmp_path: Path):
     # 1998 is `１ ##９ ##９ ##８`. `##９ ##９ ##８ 年` follows four different digits (2 bits of plain entropy) but
     # always starts inside a number; `年 １` is followed by four different `##` digits, i.e. always ends
     # inside a number: both get entropy 0 on that side and are dropped.
-    lines = [f"{d}９９８年{r}" for d in "１２３４" for r in "子丑寅卯"] + [f"{l}年１{d}{r}" for l in "甲乙丙丁" for d in "２３４５" for r in "子丑"]
+    lines = [f"{d}９９８年{r}" for d in "１２３４" for r in "子丑寅卯"]
+    lines += [f"{first}年１{d}{r}" for first in "甲乙丙丁" for d in "２３４５" for r in "子丑"]
     freq = _freq(tmp_path, [_corpus(tmp_path / "c.txt", lines)], max_n=4, min_freq=4)
 
     def h(*tokens: str) -> tuple[float, float]:

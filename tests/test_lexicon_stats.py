@@ -24,7 +24,8 @@ LEXICON = ["北 京", "京 大", "大 学", "北 京 大 学", "学 生", "欢 �
 #                                     multi-char words 北京大学 学生, both covered
 # 3 ""                   no words, no matches
 # 4 "北京欢迎你"         [0 5]:       北京 0-2 (cuts), 欢迎 2-4 (cuts); the 5-char word is not covered
-# 5 "１９ ９８年"        tokens １ ##９ ##９ ##８ 年, [0 2 5]: １ ##９ 0-2, ##９ ##８ 2-4 (cuts); １９ covered, ９８年 not
+# 5 "１９ ９８年"        tokens １ ##９ ##９ ##８ 年, [0 2 5]: １ ##９ 0-2, ##９ ##８ 2-4 (cuts);
+#                      １９ covered, ９８年 not
 GOLD = ["北京 大学 欢迎 你", "北京大学 学生", "", "北京欢迎你", "１９ ９８年"]
 
 
@@ -70,7 +71,8 @@ def test_lexicon_case_follows_its_sidecar(tmp_path: Path):
     lex.with_suffix(".json").write_text(json.dumps({"settings": {"tokenizer": {
         "kind": "char_pieces", "lowercase": False, "strip_accents": False}}}), encoding="utf-8")
     assert gold_stats(lex, gold).total_covered == 1
-    lex.with_suffix(".json").write_text(json.dumps({"settings": {"tokenizer": {"kind": "wordpiece"}}}), encoding="utf-8")
+    sidecar = {"settings": {"tokenizer": {"kind": "wordpiece"}}}
+    lex.with_suffix(".json").write_text(json.dumps(sidecar), encoding="utf-8")
     with pytest.raises(ZenError, match=r"ngram.json: the lexicon was counted over wordpiece tokens"):
         gold_stats(lex, gold)
     lex.with_suffix(".json").write_text("{not json", encoding="utf-8")

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.test_pretrain_cli import error, micro_recipe, records, zen
 from zencli.data.features import NgramFeaturizer
 from zencli.data.pretraining import PretrainDataSettings, slot_featurizer
 from zencli.lexicon.ngram_file import Lexicon
@@ -23,8 +24,6 @@ from zencli.model.electra import ZenForReplacedTokenDetection, generator_config
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
 from zencli.tasks.rtd import CorruptedNgramSlots
 from zencli.text.vocab import Vocab
-
-from tests.test_pretrain_cli import error, micro_recipe, records, zen
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CHARS = list("甲乙丙丁戊己")  # ids 5..10
@@ -164,7 +163,8 @@ def test_a_masked_ngram_is_not_revealed_and_the_replacement_is_matched():
         return seen["slots"]
 
     out = run(model, batch, slots=spy)
-    assert torch.equal(seen["ids"], out.corrupted) and out.corrupted[0, :4].tolist() == [CLS, ID["甲"], ID["丁"], ID["丙"]]
+    assert torch.equal(seen["ids"], out.corrupted)
+    assert out.corrupted[0, :4].tolist() == [CLS, ID["甲"], ID["丁"], ID["丙"]]
     s = seen["slots"]
     found = {tuple(NGRAM_OF[int(i)]) for i, m in zip(s["ngram_ids"][0], s["ngram_attention_mask"][0]) if m}
     # 甲乙, 乙丙, 甲乙丙 (the original text) are gone; 丙丁 is not there either (丁丙 is what it reads);
@@ -274,8 +274,8 @@ def test_the_tiny_rtd_recipe_is_the_tiny_recipe_with_rtd(tmp_path):
 def test_rtd_pretraining_resumes_exactly_and_the_saved_discriminator_finetunes(tmp_path):
     import random
 
-    from zencli.model.sources import load_pretrained
     from tests.test_pretrain_cli import _WORDS, write
+    from zencli.model.sources import load_pretrained
 
     recipe = micro_recipe(tmp_path)
     out = tmp_path / "run"

@@ -173,8 +173,8 @@ def run_bench(
 
 
 def _main(spec_path: str) -> None:
-    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
+    from zencli.lexicon.settings import LexiconConfig
 
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     cfg = LexiconConfig(corpus=[Path(p) for p in spec["corpus"]], output=Path(spec["output"]),

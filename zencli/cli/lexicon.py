@@ -17,7 +17,8 @@ from zencli.workspace import Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "
-    "over shards (count, merge); show a lexicon; measure it against gold word boundaries (stats). Without a subcommand: the default pipeline's first step, "
+    "over shards (count, merge); show a lexicon; measure it against gold word boundaries (stats). "
+    "Without a subcommand: the default pipeline's first step, "
     "the vocabulary and lexicon of the default corpus (PD98 raw train) in the workspace.",
     invoke_without_command=True,
     no_args_is_help=False,

@@ -1,4 +1,5 @@
-"""`zen pretrain`: MLM + NSP (or replaced-token detection) pretraining from raw text (zencli.tasks.pretraining does the work).
+"""`zen pretrain`: MLM + NSP (or replaced-token detection) pretraining from raw text
+(zencli.tasks.pretraining does the work).
 
 Without --recipe it is the default pipeline's second step: the tiny recipe (pretrain-zh-tiny) on the
 default corpus (PD98 raw train, held-out dev) with the workspace's vocabulary and lexicon from `zen lexicon`,

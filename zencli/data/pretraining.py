@@ -61,9 +61,9 @@ from zencli.data.masking import (
 )
 from zencli.data.segmenters import (
     LexiconSegmenter,
+    ModelLoader,
     describe_segmenter,
     lexicon_ngram_set,
-    ModelLoader,
     make_segmenter,
 )
 from zencli.data.shards import (

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Protocol
 
 from zencli.errors import ZenError

@@ -581,7 +581,8 @@ def _check_compatible(sections: Sequence[CountsSection], max_n: int, depth: int)
                 f"{first.header['tokenizer']}; expected counts files made with the same tokenizer settings"
             )
         if s.max_n < depth:
-            need = f"max_n={max_n}" if depth == max_n else f"{depth}: max_n={max_n} plus one level for the branching entropy"
+            need = (f"max_n={max_n}" if depth == max_n
+                    else f"{depth}: max_n={max_n} plus one level for the branching entropy")
             raise ZenError(f"{s.path}: holds n-grams up to length {s.max_n}, expected at least {need} "
                            f"(count again with --max-n {depth}, or with the same recipe)")
 
@@ -700,7 +701,8 @@ class _Neighbours:
             inside = self.continuation[tok] if side == "right" else np.zeros(len(tok), bool)
             size = int(w[-1]) - lo + 1
             # (astype: bincount of an empty selection returns int64 zeros)
-            part = np.bincount(w[~inside] - lo, weights=c[~inside] * np.log2(c[~inside]), minlength=size).astype(np.float64)
+            part = np.bincount(w[~inside] - lo, weights=c[~inside] * np.log2(c[~inside]),
+                               minlength=size).astype(np.float64)
             glued = np.bincount(w[inside] - lo, weights=c[inside], minlength=size).astype(np.float64)
             part += glued * np.log2(np.maximum(glued, 1.0))
             s[lo : lo + len(part)] += part  # each n-gram's keys lie in one range: s is summed in key order

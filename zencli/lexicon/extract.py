@@ -1,4 +1,5 @@
-"""The lexicon pipeline: corpus → counts (workers) → merge (apriori) → PMI (+ entropy) selection → ngram.txt + ngram.json.
+"""The lexicon pipeline: corpus → counts (workers) → merge (apriori) → PMI (+ entropy) selection →
+ngram.txt + ngram.json.
 
 `build` is literally `count` into a temp folder followed by `merge`, so a one-pass build and a map/merge
 over shards run the same code (see counting.py for why the results are identical).
@@ -21,7 +22,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from zencli.lexicon.settings import LexiconConfig
 from zencli.errors import ZenError
 from zencli.lexicon.counting import (
     CountRun,
@@ -33,6 +33,7 @@ from zencli.lexicon.counting import (
 )
 from zencli.lexicon.ngram_file import Lexicon, raw_form
 from zencli.lexicon.pmi import LOG_BASE, ranked, select
+from zencli.lexicon.settings import LexiconConfig
 
 SIDECAR_FORMAT = "zen-lexicon/1"
 

@@ -19,8 +19,9 @@ Definitions (counted over the whole gold file):
   when some match spans exactly that word. **Coverage** = covered multi-character words / multi-character
   words. Words of more than 8 characters count too, though no n-gram is that long.
 * A match that cuts nothing spans either exactly one gold word (which it covers: a span holds at most
-  one n-gram, so these matches are the covered words) or several whole words (`phrase_matches`). Per length n = 2..8: matches of n tokens, how many cut, their share; gold words of n
-  characters, how many are covered, coverage (words of 9+ characters in one row).
+  one n-gram, so these matches are the covered words) or several whole words (`phrase_matches`).
+* Per length n = 2..8: matches of n tokens, how many cut, their share; gold words of n characters, how
+  many are covered, coverage (words of 9+ characters in one row).
 
 Shares with a zero denominator are None. The file is streamed in batches (memory stays flat).
 """

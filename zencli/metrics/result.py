@@ -8,8 +8,8 @@ tables (`tables`) that `rich_tables` turns into Rich tables; the rendering shows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sized
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from zencli.errors import ZenError

@@ -292,8 +292,8 @@ def text_ngrams(texts: Sequence[str], vocab: Path, *, lowercase: bool, min_count
     counted over the tokens the model reads (`zen lexicon` with the model's vocabulary), without [UNK]."""
     import tempfile
 
-    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
+    from zencli.lexicon.settings import LexiconConfig
 
     with tempfile.TemporaryDirectory(prefix="zen-training-ngrams-") as tmp:
         corpus = Path(tmp) / "train.txt"

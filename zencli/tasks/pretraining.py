@@ -363,8 +363,8 @@ def _build_vocab(cfg: PretrainConfig, corpus: list[Path], path: Path, say) -> No
 
 
 def _build_lexicon(cfg: PretrainConfig, corpus: list[Path], vocab: Path, path: Path, console) -> str:
-    from zencli.lexicon.settings import LexiconConfig
     from zencli.lexicon.extract import build
+    from zencli.lexicon.settings import LexiconConfig
 
     t0 = time.perf_counter()
     lex_cfg = LexiconConfig(
@@ -526,7 +526,8 @@ def _rtd_objective(cfg: PretrainConfig, model: ZenForPreTraining, shards: Pretra
     slots = rtd.corrupted_slots(shards, vocab, lexicon)
     model = rtd.build_rtd_model(cfg, model, vocab)
     notes.append(rtd.describe(model))
-    return model, rtd.rtd_loss_fn(slots, cfg.rtd.nsp), lambda m, heldout: rtd.evaluate_rtd(m, heldout, slots, cfg.rtd.nsp)
+    return (model, rtd.rtd_loss_fn(slots, cfg.rtd.nsp),
+            lambda m, heldout: rtd.evaluate_rtd(m, heldout, slots, cfg.rtd.nsp))
 
 
 @dataclass
