@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from tests.conftest import write
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import apply_overrides, from_dict
-from zencli.data.readers.tagging import read_tagging
+from zencli.data.readers.tagging import TaggedSentence, read_tagging
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.metrics.ner import conlleval_spans, score_ner
@@ -152,6 +153,107 @@ def test_per_word_scores_come_from_each_words_first_piece_across_windows():
     assert scores.argmax(1).tolist() == ids[first].tolist()
     labels = task.decode(_IdEcho(n), [scores], 4)[0]
     assert labels == [f"T{int(i)}" for i in ids[first]]
+
+
+# --- task.word_labels: continuation -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("scheme,words,lengths,pieces", [
+    (None, ["NOUN", "VERB"], [3, 1], ["NOUN", "NOUN", "NOUN", "VERB"]),
+    ("BIO", ["O", "B-PER", "I-PER", "B-LOC"], [2, 2, 1, 3],
+     ["O", "O", "B-PER", "I-PER", "I-PER", "B-LOC", "I-LOC", "I-LOC"]),
+    ("IOBES", ["B-PER", "E-PER", "S-LOC", "S-ORG", "O"], [2, 3, 3, 1, 2],
+     ["B-PER", "I-PER", "I-PER", "I-PER", "E-PER", "B-LOC", "I-LOC", "E-LOC", "S-ORG", "O", "O"]),
+    ("BMES", ["B-PER", "M-PER", "E-PER", "S-LOC"], [2, 2, 1, 2],
+     ["B-PER", "M-PER", "M-PER", "M-PER", "E-PER", "B-LOC", "E-LOC"]),
+])
+def test_continuation_labels_spread_each_words_label_over_its_pieces_and_come_back(scheme, words, lengths, pieces):
+    from zencli.text.labels import continuation_labels, is_well_formed, spans_from_labels, word_label_of_pieces
+
+    got = [lab for w, n in zip(words, lengths) for lab in continuation_labels(w, n, scheme)]
+    assert got == pieces
+    if scheme is not None:  # the pieces mark the words' chunks, in piece positions
+        assert is_well_formed(got, scheme)
+        assert len(spans_from_labels(got, scheme)) == len(spans_from_labels(words, scheme))
+    ends = np.cumsum(lengths)
+    assert [word_label_of_pieces(got[e - n:e], scheme) for e, n in zip(ends, lengths)] == words
+
+
+def test_a_decoded_word_takes_its_start_from_the_first_piece_and_its_end_from_the_last():
+    from zencli.text.labels import word_label_of_pieces
+
+    assert word_label_of_pieces(["B-PER", "I-PER", "E-PER"], "IOBES") == "S-PER"
+    assert word_label_of_pieces(["B-PER", "E-PER", "B-LOC"], "IOBES") == "B-PER"  # the last piece opens a chunk
+    assert word_label_of_pieces(["I-PER", "S-LOC"], "IOBES") == "E-PER"
+    assert word_label_of_pieces(["M-PER", "M-PER"], "BMES") == "M-PER"
+    assert word_label_of_pieces(["O", "E-PER"], "IOBES") == "O"
+    assert word_label_of_pieces(["I-PER", "B-LOC"], "BIO") == "I-PER"  # BIO and POS tags: the first piece's
+    assert word_label_of_pieces(["NOUN", "VERB"], None) == "NOUN"
+
+
+def _ner_model(tmp_path: Path, train_text: str, *sets: str):
+    vocab = write(tmp_path / "vocab.txt", "".join(t + "\n" for t in [*SPECIAL_TOKENS, *PIECES]))
+    ngram = tmp_path / "ngram.txt"
+    Lexicon([("ال", "##بيت"), ("سمر", "##ان")], [5, 3]).save(ngram)
+    train = write(tmp_path / "train.txt", train_text)
+    cfg = from_dict(FinetuneConfig, apply_overrides({}, [
+        "task.name=ner", f"data.train={train}", f"model.vocab={vocab}", f"model.ngram={ngram}", "model.hidden_size=16",
+        "model.num_hidden_layers=1", "model.num_attention_heads=2", "model.intermediate_size=32",
+        "model.num_hidden_word_layers=1", *sets]), source="t")
+    cls = task_class("ner")
+    gold = cls.read(train)
+    task = cls.from_training_data(cfg.task, gold)
+    model, inputs, _ = build_task_model(cfg, task, gold.examples)
+    return task, model, inputs, gold
+
+
+def test_continuation_labels_every_piece_and_saves_the_choice(tmp_path):
+    text = "قال\tO\nسمران\tB-PER\nنوري\tI-PER\n\nالبيت\tB-LOC\n.\tO\n\n"
+    task, model, inputs, gold = _ner_model(tmp_path, text, "task.word_labels=continuation")
+    # I-LOC is in no word's label, but the second piece of البيت needs it.
+    assert task.labels.labels == ["B-LOC", "B-PER", "I-LOC", "I-PER", "O"]
+    assert task.state()["word_labels"] == "continuation" and task.state()["level"] == "word"
+    records, notes = task.training_records(gold.examples, inputs)
+    ids = task.labels.encode_all
+    # [CLS] قال سمر ##ان نور ##ي [SEP]: every piece labelled
+    assert records[0]["labels"].tolist() == [-100, *ids(["O", "B-PER", "I-PER", "I-PER", "I-PER"]), -100]
+    assert records[1]["labels"].tolist() == [-100, *ids(["B-LOC", "I-LOC", "O"]), -100]
+    assert any("every one (continuation labels)" in n for n in notes)
+    model.eval()
+    predicted = task.predict(model, inputs, gold.examples)
+    assert [len(p) for p in predicted] == [3, 2]  # one label per word
+    # Models saved before the setting labelled first pieces; char-level data takes no word_labels.
+    old = task_class("ner")(task.settings, {"labels": ["B-PER", "O"], "scheme": "BIO", "level": "word"})
+    assert old.word_labels == "first"
+    with pytest.raises(ZenError, match=r"task.word_labels: applies to word-level data; .*zh\.txt is read as char"):
+        task_class("ner").from_training_data(task.settings, task_class("ner").read(
+            write(tmp_path / "zh.txt", "北\tB-LOC\n京\tI-LOC\n\n")))
+
+
+def test_continuation_predictions_map_back_from_every_words_pieces():
+    inputs = _inputs(max_seq_len=8)
+    n = len(inputs.vocab)
+    settings = from_dict(FinetuneConfig, apply_overrides({}, ["task.name=pos", "task.max_seq_len=8"]), source="t").task
+    state = {"labels": [f"T{i}" for i in range(n)], "scheme": None, "level": "word", "word_labels": "continuation"}
+    task = task_class("pos")(settings, state)
+    words = ["مكتبة", "زز", "البيت", "(قال)", "سمران", "نوري", "في", "مكتبة", "دارس", "بلد"] * 2
+    ids, first = inputs.word_pieces(words)
+    # Every piece is decoded (the stand-in labels each with its own id); each word takes its first piece's.
+    sentence = TaggedSentence(words, None, "<test>", 1, "word")
+    labels = task.predict(_IdEcho(n), inputs, [sentence], batch_size=3)[0]
+    assert labels == [f"T{int(i)}" for i in ids[first]]
+
+
+def test_continuation_training_windows_are_cut_only_before_a_word(tmp_path):
+    words = ["مكتبة", "البيت", "سمران", "في"] * 6  # 3 + 2 + 2 + 1 pieces each
+    text = "".join(f"{w}\tO\n" for w in words) + "\n"
+    task, model, inputs, gold = _ner_model(tmp_path, text, "task.word_labels=continuation", "task.max_seq_len=9")
+    ids, first = inputs.word_pieces(words)
+    records, _ = task.training_records(gold.examples, inputs)
+    starts, pos = set(first.tolist()), 0
+    for r in records:  # the windows tile the sentence, each starting at a word's first piece
+        assert pos in starts
+        pos += len(r["input_ids"]) - 2
+    assert pos == len(ids) and len(records) > 1
 
 
 # --- scores ---------------------------------------------------------------------------------------------------

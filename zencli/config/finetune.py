@@ -37,6 +37,11 @@ class TaskSection:
     stride: int | None = None  # longer inputs: windows start every `stride` tokens; None: half a window
     dropout: float = 0.1  # before the task head's linear layer
     eval_batch_size: int = 64  # windows per forward pass when evaluating and predicting
+    # word-level tagging data (a word → several pieces): label only each word's first piece (the others
+    # skipped by the loss and the CRF), or every piece ("continuation": the word's POS tag, or the I-/M-/E-
+    # continuation of its entity); one label per word comes back either way. null: first (measured better,
+    # zencli/tasks/tagging.py)
+    word_labels: Literal["first", "continuation"] | None = None
 
     def validate(self) -> None:
         if self.name is not None and not self.name.strip():

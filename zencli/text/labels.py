@@ -260,3 +260,52 @@ def tagged_words(chars: Sequence[str], labels: Sequence[str]) -> list[tuple[str,
     if len(chars) != len(labels):
         raise ValueError(f"{len(chars)} chars but {len(labels)} labels; expected one label per char")
     return [("".join(chars[s:e]), tag) for s, e, tag in word_spans(labels)]
+
+
+# --- word labels on word pieces ----------------------------------------------------------------------
+
+
+def continuation_labels(label: str, n: int, scheme: str | None) -> list[str]:
+    """The labels of the `n` pieces of one word labelled `label`, each piece labelled (word-level tagging
+    with `task.word_labels: continuation`). Without a scheme (POS tags) every piece takes the word's tag.
+    In a scheme the word's chunk position is spread over its pieces, so the pieces read as the same chunks
+    the words do: BIO `B-X` → `B-X I-X…`; IOBES/BMES `B-X` → `B-X I-X…`, `I-X` → `I-X…`, `E-X` →
+    `I-X… E-X`, `S-X` → `B-X I-X… E-X` (`M` for `I` in BMES); `O` stays `O`. The first piece keeps the
+    word's label unless the word ends a chunk (`E`, `S`), which its last piece says."""
+    if n < 1:
+        raise ValueError(f"a word has at least one piece, got {n}")
+    if scheme is None or n == 1:
+        return [label] * n
+    prefix, t = parse_label(label)
+    if prefix == "O":
+        return ["O"] * n
+    inside = "M" if scheme_name(scheme) == "BMES" else "I"
+    if scheme_name(scheme) == "BIO":
+        return [label] + [f"I-{t}"] * (n - 1)
+    begins, ends = prefix in "BS", prefix in "ES"
+    first = f"B-{t}" if begins else f"{inside}-{t}"
+    return [first] + [f"{inside}-{t}"] * (n - 2) + [f"E-{t}" if ends else f"{inside}-{t}"]
+
+
+def word_label_of_pieces(labels: Sequence[str], scheme: str | None) -> str:
+    """The inverse of `continuation_labels`: one word's label from its pieces' labels (as decoded). The
+    first piece gives the label (without a scheme, or in BIO, it is the label); in IOBES/BMES the first
+    piece says whether the word begins a chunk (`B`, `S`) and of which type, the last whether it ends one
+    (`E`, `S`). Any decoded sequence maps to one label per word."""
+    if not labels:
+        raise ValueError("a word has at least one piece")
+    first = labels[0]
+    if scheme is None or len(labels) == 1 or scheme_name(scheme) == "BIO":
+        return first
+    prefix, t = parse_label(first)
+    if prefix == "O":
+        return "O"
+    inside = "M" if scheme_name(scheme) == "BMES" else "I"
+    begins, ends = prefix in "BS", parse_label(labels[-1])[0] in "ES"
+    return f"{('S' if ends else 'B') if begins else ('E' if ends else inside)}-{t}"
+
+
+def scheme_labels(types: Iterable[str], scheme: str) -> list[str]:
+    """Every label `scheme` writes for entities of `types`, and `O`."""
+    prefixes = sorted(SCHEME_PREFIXES[scheme_name(scheme)] - {"O"})
+    return ["O", *(f"{p}-{t}" for t in types for p in prefixes)]
