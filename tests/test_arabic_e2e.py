@@ -162,7 +162,7 @@ def test_arabic_mrc_answers_are_exact_spans_of_the_original_context_with_diacrit
     squad = tmp_path / "ar-squad.json"
     squad.write_text(json.dumps({"version": "1.1", "data": data}, ensure_ascii=False), encoding="utf-8")
     zen("finetune", "--task", "mrc", "--model", str(pretrained), "--train", str(squad), "--test", str(squad),
-        "-o", str(tmp_path / "mrc"), *FINETUNE)
+        "-o", str(tmp_path / "mrc"), *FINETUNE, "--set", "task.metric=squad")
     lines = [json.dumps({"id": d["paragraphs"][0]["qas"][0]["id"], "question": d["paragraphs"][0]["qas"][0]["question"],
                          "context": d["paragraphs"][0]["context"]}, ensure_ascii=False) for d in data]
     out = [json.loads(x) for x in zen("predict", str(tmp_path / "mrc" / "model"), "--format", "json",
@@ -175,3 +175,15 @@ def test_arabic_mrc_answers_are_exact_spans_of_the_original_context_with_diacrit
         assert context[o["end"]:o["end"] + 1] not in ("َ", "ـ") and context[o["start"]] not in ("َ", "ـ")
         if context[o["end"]:o["end"] + 1] in (" ", "."):
             assert o["answer"].endswith("َ")
+    # Scored with SQuAD v1.1's EM/F1 (the model's task.metric): the model's evaluation and its predictions
+    # written out and scored as a file agree.
+    model_scores = json.loads((tmp_path / "mrc" / "model" / "test_scores.json").read_text(encoding="utf-8"))
+    assert model_scores["metric"] == "squad" and set(model_scores["official"]) == {"exact_match", "f1"}
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({o["id"]: o["answer"] for o in out}, ensure_ascii=False), encoding="utf-8")
+    from_file = json.loads(zen("evaluate", "--task", "mrc", "--gold", str(squad), "--pred", str(pred), "--metric",
+                               "squad", "--json", "-"))
+    assert from_file["official"] == model_scores["official"] and from_file["total"] == 12
+    cmrc = json.loads(zen("evaluate", str(tmp_path / "mrc" / "model"), "--data", str(squad), "--metric", "cmrc2018",
+                          "--json", "-"))
+    assert cmrc["metric"] == "cmrc2018" and "EM" in cmrc["official"]

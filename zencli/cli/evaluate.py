@@ -58,6 +58,10 @@ def evaluate(
         None, "--batch-size", "-b", help="MODEL: inputs per forward pass (default: the model's eval_batch_size)."
     ),
     device: str = typer.Option("auto", "--device", help="MODEL: auto, cpu or cuda."),
+    metric: Optional[str] = typer.Option(
+        None, "--metric", help="mrc: cmrc2018 (the CMRC 2018 script) or squad (SQuAD v1.1's, for Arabic-SQuAD / "
+        "ARCD); default: the model's task.metric, else cmrc2018."
+    ),
 ) -> None:
     """Score predictions: word P/R/F (cws), entity F1 (ner), joint F1 (pos), accuracy, MRR, EM/F1.
 
@@ -66,9 +70,9 @@ def evaluate(
         if train_words is not None or pred_format is not None:
             flag = "--train-words" if train_words is not None else "--pred-format"
             raise ZenError(f"{flag} goes with --gold/--pred; MODEL --data FILE scores the model's own predictions")
-        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device)
+        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device, metric)
     else:
-        evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format)
+        evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format, metric)
     report = evaluation.to_dict()
     if json_out == "-":
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
@@ -83,8 +87,17 @@ def evaluate(
         console.print(f"wrote {_esc(str(path))}")
 
 
+def _check_metric(metric: Optional[str], task: str) -> None:
+    from zencli.metrics.mrc import MRC_METRICS
+
+    if metric is not None and (task != "mrc" or metric not in MRC_METRICS):
+        raise ZenError(f"--metric {metric}: " + (f"expected {' or '.join(MRC_METRICS)}" if task == "mrc" else
+                                                  f"applies to task mrc only, not {task}"))
+
+
 def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold: Optional[Path],
-                    pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str) -> Evaluation:
+                    pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str,
+                    metric: Optional[str]) -> Evaluation:
     import torch
 
     from zencli.tasks.model import load_task_model
@@ -109,11 +122,15 @@ def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold:
     if task is not None and task != loaded.task.name:
         raise ZenError(f"--task {task}: {loaded.path} is a {loaded.task.name} model; omit --task or give "
                        f"--task {loaded.task.name}")
+    _check_metric(metric, loaded.task.name)
+    if metric is not None:
+        loaded.task.settings.metric = metric  # this scoring only; the model keeps its own
     return evaluate_model(loaded, data, fmt, batch_size)
 
 
 def _evaluate_files(data: Optional[Path], task: Optional[str], gold: Optional[Path], pred: Optional[Path],
-                    train_words: Optional[Path], fmt: str, pred_format: Optional[str]) -> Evaluation:
+                    train_words: Optional[Path], fmt: str, pred_format: Optional[str],
+                    metric: Optional[str]) -> Evaluation:
     from zencli.tasks.scoring import score_files
 
     if data is not None:
@@ -122,7 +139,8 @@ def _evaluate_files(data: Optional[Path], task: Optional[str], gold: Optional[Pa
         missing = [name for name, v in (("--task", task), ("--gold", gold), ("--pred", pred)) if v is None]
         raise ZenError(f"missing {', '.join(missing)}; expected `zen evaluate --task T --gold GOLD --pred PRED` "
                        f"(task: {TASK_HELP}) or `zen evaluate MODEL --data FILE`")
-    return score_files(task, gold, pred, fmt=fmt, pred_fmt=pred_format, train_words_path=train_words)
+    _check_metric(metric, task)
+    return score_files(task, gold, pred, fmt=fmt, pred_fmt=pred_format, train_words_path=train_words, metric=metric)
 
 
 def _esc(text: str) -> str:

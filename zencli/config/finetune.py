@@ -42,6 +42,7 @@ class TaskSection:
     # continuation of its entity); one label per word comes back either way. null: first (measured better,
     # zencli/tasks/tagging.py)
     word_labels: Literal["first", "continuation"] | None = None
+    metric: str | None = None  # mrc: cmrc2018 (CMRC 2018 script) or squad (SQuAD v1.1 script); null: cmrc2018
 
     def validate(self) -> None:
         if self.name is not None and not self.name.strip():

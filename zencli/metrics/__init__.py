@@ -4,7 +4,8 @@ files, and return a result with exact counts, `main_score`, `to_dict()` (JSON) a
 
 Main score per metric (the one `evaluate` headlines and fine-tuning selects checkpoints on):
 cws: word F1; ner: entity F1 (micro); pos: joint word F1 (span and tag); classification: accuracy;
-ranking (DBQA): MRR; mrc (CMRC 2018): the average of EM and F1, as the official script reports it.
+ranking (DBQA): MRR; mrc (CMRC 2018, or SQuAD v1.1 with `metric="squad"`): the average of EM and F1, as the
+CMRC 2018 script reports it.
 """
 
 from zencli.metrics.classification import ClassificationResult, score_classification

@@ -15,6 +15,10 @@ Per question (answers: the gold answer strings; prediction: one string):
 - A question missing from the predictions scores 0 on both and counts as skipped.
 - Reported: EM, F1 and AVERAGE = (EM + F1) / 2, as percentages of the question count.
 
+`score_mrc(..., metric="squad")` scores with SQuAD v1.1's script instead (`zencli.metrics.squad`: its
+normalisation, bag-of-tokens F1, ids unstripped), the scorer of Arabic-SQuAD / ARCD numbers; the result then
+prints the script's `exact_match` / `f1`, and AVERAGE stays zen's score for picking checkpoints.
+
 Two details of the official script that are kept on purpose:
 - Its punctuation list holds '……' as one two-character entry while it compares single characters,
   so '…' (U+2026) is never treated as punctuation: it stays in a run and goes to the tokenizer.
@@ -39,6 +43,9 @@ from typing import Any
 
 from zencli.errors import ZenError
 from zencli.metrics.result import Table, ratio
+from zencli.metrics.squad import squad_em, squad_f1
+
+MRC_METRICS = ("cmrc2018", "squad")  # `task.metric` of mrc: the first is the default
 
 # The official list, in its order; '……' is deliberately one (never matching) entry, see above.
 PUNCTUATION: frozenset[str] = frozenset(
@@ -176,6 +183,7 @@ class MrcResult:
     extra_predictions: int  # predictions whose id is not a gold question (ignored)
     task: str = "mrc"
     main: str = "average"
+    metric: str = "cmrc2018"  # whose script computed em/f1: cmrc2018 or squad
 
     # Percentages exactly as the official script computes them: 100.0 * sum / total.
     @property
@@ -207,9 +215,15 @@ class MrcResult:
         return self.average
 
     def to_dict(self) -> dict[str, Any]:
+        if self.metric == "squad":  # evaluate-v1.1.py prints {"exact_match": …, "f1": …}
+            official: dict[str, Any] = {"exact_match": self.em_percent, "f1": self.f1_percent}
+        else:
+            official = {"AVERAGE": f"{self.average_percent:.3f}", "F1": f"{self.f1_percent:.3f}",
+                        "EM": f"{self.em_percent:.3f}", "TOTAL": self.total, "SKIP": self.skipped}
         return {
             "task": self.task,
             "main": self.main,
+            "metric": self.metric,
             "average": self.average,
             "em": self.em,
             "f1": self.f1,
@@ -218,20 +232,13 @@ class MrcResult:
             "extra_predictions": self.extra_predictions,
             "em_sum": self.em_sum,
             "f1_sum": self.f1_sum,
-            # The official script's own printout, for a side-by-side check.
-            "official": {
-                "AVERAGE": f"{self.average_percent:.3f}",
-                "F1": f"{self.f1_percent:.3f}",
-                "EM": f"{self.em_percent:.3f}",
-                "TOTAL": self.total,
-                "SKIP": self.skipped,
-            },
+            "official": official,  # the official script's own printout, for a side-by-side check
         }
 
     def tables(self) -> list[Table]:
         return [
             Table(
-                "CMRC 2018",
+                "SQuAD v1.1" if self.metric == "squad" else "CMRC 2018",
                 ["", "score", "questions"],
                 [
                     ["EM", f"{self.em_percent:.3f}", str(self.total)],
@@ -248,11 +255,16 @@ def score_mrc(
     predictions: Mapping[str, str],
     *,
     gold_name: str = "gold",
+    metric: str = "cmrc2018",
 ) -> MrcResult:
-    """Score predictions (question id -> answer text) against gold (question id, answers) in order.
+    """Score predictions (question id -> answer text) against gold (question id, answers) in order, with
+    the CMRC 2018 script's EM/F1 (`metric="cmrc2018"`) or SQuAD v1.1's (`"squad"`).
 
-    Gold ids are stripped, as the official script does before looking them up.
+    cmrc2018 strips gold ids, as its script does before looking them up; squad's script does not.
     """
+    if metric not in MRC_METRICS:
+        raise ZenError(f"mrc metric {metric!r}: expected one of {', '.join(MRC_METRICS)}")
+    f1_of, em_of = (squad_f1, squad_em) if metric == "squad" else (f1_score, em_score)
     items = list(gold.items()) if isinstance(gold, Mapping) else list(gold)
     if not items:
         raise ZenError(f"{gold_name}: no questions to score")
@@ -261,7 +273,8 @@ def score_mrc(
     skipped = 0
     seen: set[str] = set()
     for qid, answers in items:
-        qid = qid.strip()
+        if metric == "cmrc2018":
+            qid = qid.strip()
         seen.add(qid)
         if not answers:
             raise ZenError(f"{gold_name}: question {qid} has no gold answer; expected at least one")
@@ -269,7 +282,7 @@ def score_mrc(
             skipped += 1
             continue
         prediction = str(predictions[qid])
-        f1_sum += f1_score(answers, prediction)
-        em_sum += em_score(answers, prediction)
+        f1_sum += f1_of(answers, prediction)
+        em_sum += em_of(answers, prediction)
     extra = sum(1 for qid in predictions if qid not in seen)
-    return MrcResult(em_sum, f1_sum, len(items), skipped, extra)
+    return MrcResult(em_sum, f1_sum, len(items), skipped, extra, metric=metric)

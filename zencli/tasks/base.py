@@ -59,8 +59,13 @@ class Task(ABC):
     output_formats: ClassVar[tuple[str, ...]]  # `zen predict --format` choices; the first is the default
     uses_pooled: ClassVar[bool] = True  # False: the head ignores the pooled [CLS] vector (DDP must know)
     supports_chte: ClassVar[bool] = True  # False: CHTE (a character tagging encoder) cannot serve this task
+    metrics: ClassVar[tuple[str, ...]] = ()  # `task.metric` choices, the default first; (): one metric, no choice
 
     def __init__(self, settings: TaskSection, state: dict[str, Any]):
+        metric = settings.metric
+        if metric is not None and metric not in self.metrics:
+            raise ZenError(f"task.metric: {metric!r}: " + (f"task {self.name} scores with {' or '.join(self.metrics)}"
+                           if self.metrics else f"task {self.name} has one metric; remove task.metric"))
         self.settings = settings
         self.load_state(state)
 

@@ -32,7 +32,8 @@ Output (`zen predict --format`):
   (`context[start:end] == answer`);
 - text: `answer<TAB>start<TAB>end` (TABs and line breaks inside the answer written as spaces).
 An empty input line gives an empty output line (json: every field null). Evaluation (`zen evaluate
-MODEL --data FILE`) scores the answers as the CMRC 2018 prediction file {question id: answer} would be.
+MODEL --data FILE`) scores the answers as the prediction file {question id: answer} would be, with the
+CMRC 2018 script's EM/F1 or, with `task.metric: squad` (saved with the model), SQuAD v1.1's.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from zencli.data.windows import (
     window_to_context,
 )
 from zencli.errors import ZenError, where
+from zencli.metrics.mrc import MRC_METRICS
 from zencli.model.heads import SpanExtractionHead
 from zencli.tasks.base import Record, Task, register
 from zencli.tasks.model import inner_mask
@@ -104,6 +106,7 @@ class MrcTask(Task):
     name = "mrc"
     description = "extractive reading comprehension (CMRC 2018: the answer span in the context; EM, F1)"
     main_metric = "average"
+    metrics = MRC_METRICS  # task.metric: cmrc2018 (default) or squad (SQuAD v1.1, for Arabic-SQuAD / ARCD)
     output_formats: ClassVar[tuple[str, ...]] = ("json", "text")
     uses_pooled = False
     supports_chte = False
@@ -300,7 +303,8 @@ class MrcTask(Task):
     def evaluate(self, gold: GoldData, predictions: Sequence[Answer], *, name: str = "model",
                  train: GoldData | None = None) -> Evaluation:
         items = {e.qid: p.text or "" for e, p in zip(gold.examples, predictions)}
-        return score_predictions(gold, items, pred_name=name, pred_format="model", notes=self.data_notes(gold))
+        return score_predictions(gold, items, pred_name=name, pred_format="model", notes=self.data_notes(gold),
+                                 metric=self.settings.metric)
 
     # --- output ---------------------------------------------------------------------------------------------
     def format_prediction(self, example: MrcExample, prediction: Answer, fmt: str) -> str:

@@ -402,15 +402,19 @@ def score_predictions(
     train_words_name: str | None = None,
     known_labels: Collection[str] | None = None,
     notes: Sequence[str] = (),
+    metric: str | None = None,
 ) -> Evaluation:
     """Score predictions (shapes in the module docstring) against gold data with the task's metric.
 
     `train_words` (cws only) adds the OOV/IV figures. `known_labels` is the label set unseen predicted
-    labels are counted against: by default `gold.labels` (a model passes its own label set).
+    labels are counted against: by default `gold.labels` (a model passes its own label set). `metric`
+    (mrc only): cmrc2018 (the default) or squad.
     """
     task = gold.task
     if train_words is not None and task != "cws":
         raise ZenError(f"training words (OOV figures) apply to task cws only, not {task}")
+    if metric is not None and task != "mrc":
+        raise ZenError(f"metric {metric!r}: task {task} has one metric; a choice of metric applies to mrc only")
     known = set(known_labels) if known_labels is not None else gold.labels
     unseen: dict[str, int] = {}
     result: MetricResult
@@ -449,7 +453,7 @@ def score_predictions(
                            f"(prediction id {first!r}, gold id {gold.examples[0].qid!r}); expected "
                            f"{{question id: answer text}} for the gold questions")
         result = score_mrc([(e.qid, [t for t, _ in e.answers]) for e in gold.examples], predictions,
-                           gold_name=gold.path)
+                           gold_name=gold.path, metric=metric or "cmrc2018")
     all_notes = list(notes)
     if unseen:
         all_notes.append(f"{sum(unseen.values())} predicted labels ({len(unseen)} distinct) are not in the "
@@ -466,9 +470,11 @@ def score_files(
     fmt: str = "auto",
     pred_fmt: str | None = None,
     train_words_path: str | Path | None = None,
+    metric: str | None = None,
 ) -> Evaluation:
     """`zen evaluate --task T --gold GOLD --pred PRED`: read both files, check them, score them.
-    `fmt` applies to the gold file and, unless `pred_fmt` is given, to the prediction file."""
+    `fmt` applies to the gold file and, unless `pred_fmt` is given, to the prediction file; `metric`: mrc's
+    cmrc2018 (default) or squad."""
     check_task(task)
     if train_words_path is not None and task != "cws":
         raise ZenError(f"--train-words applies to task cws only, not {task}")
@@ -485,4 +491,4 @@ def score_files(
     return score_predictions(gold, preds.items, pred_name=preds.path, pred_format=preds.format,
                              train_words=train_words,
                              train_words_name=None if train_words_path is None else str(train_words_path),
-                             notes=notes)
+                             notes=notes, metric=metric)
