@@ -15,6 +15,7 @@ from zencli.errors import ZenError
 from zencli.metrics.mrc import score_mrc
 from zencli.metrics.squad import normalize_answer, squad_em, squad_f1
 from zencli.tasks.base import task_class
+from zencli.tasks.finetune import run_finetune
 
 
 def test_normalisation_is_squads_exactly():
@@ -79,6 +80,11 @@ def test_task_metric_is_a_choice_of_mrc_only():
         task_class("mrc")(_settings("task.name=mrc", "task.metric=bleu"), {"max_answer_length": 8})
     with pytest.raises(ZenError, match="task.metric: 'squad': task ner has one metric; remove task.metric"):
         task_class("ner")(_settings("task.name=ner", "task.metric=squad"), {"labels": ["O", "B-X"], "scheme": "BIO"})
+    # zen finetune says so before it reads any data (the training file here does not exist).
+    cfg = from_dict(FinetuneConfig, apply_overrides({}, ["task.name=mrc", "task.metric=f1", "data.train=nowhere.json"]),
+                    source="t")
+    with pytest.raises(ZenError, match="task.metric: 'f1': task mrc scores with cmrc2018 or squad"):
+        run_finetune(cfg, show_progress=False)
 
 
 def test_zen_evaluate_files_with_metric_squad(tmp_path):

@@ -229,6 +229,14 @@ def test_continuation_labels_every_piece_and_saves_the_choice(tmp_path):
             write(tmp_path / "zh.txt", "北\tB-LOC\n京\tI-LOC\n\n")))
 
 
+@pytest.mark.parametrize("name", ["sa", "cws"])
+def test_word_labels_is_refused_by_tasks_without_word_level_data(name):
+    settings = from_dict(FinetuneConfig, apply_overrides({}, [f"task.name={name}", "task.word_labels=first"]),
+                         source="t").task
+    with pytest.raises(ZenError, match=f"task.word_labels: applies to word-level tagging data .*not task {name}"):
+        task_class(name).check_settings(settings)
+
+
 def test_continuation_predictions_map_back_from_every_words_pieces():
     inputs = _inputs(max_seq_len=8)
     n = len(inputs.vocab)

@@ -60,14 +60,23 @@ class Task(ABC):
     uses_pooled: ClassVar[bool] = True  # False: the head ignores the pooled [CLS] vector (DDP must know)
     supports_chte: ClassVar[bool] = True  # False: CHTE (a character tagging encoder) cannot serve this task
     metrics: ClassVar[tuple[str, ...]] = ()  # `task.metric` choices, the default first; (): one metric, no choice
+    word_level: ClassVar[bool] = False  # True: reads word-level data (a label per word): `task.word_labels` applies
 
     def __init__(self, settings: TaskSection, state: dict[str, Any]):
-        metric = settings.metric
-        if metric is not None and metric not in self.metrics:
-            raise ZenError(f"task.metric: {metric!r}: " + (f"task {self.name} scores with {' or '.join(self.metrics)}"
-                           if self.metrics else f"task {self.name} has one metric; remove task.metric"))
+        self.check_settings(settings)
         self.settings = settings
         self.load_state(state)
+
+    @classmethod
+    def check_settings(cls, settings: TaskSection) -> None:
+        """ZenError for task settings this task cannot honour (checked before any data is read)."""
+        metric = settings.metric
+        if metric is not None and metric not in cls.metrics:
+            raise ZenError(f"task.metric: {metric!r}: " + (f"task {cls.name} scores with {' or '.join(cls.metrics)}"
+                           if cls.metrics else f"task {cls.name} has one metric; remove task.metric"))
+        if settings.word_labels is not None and not cls.word_level:
+            raise ZenError(f"task.word_labels: applies to word-level tagging data (pos, ner), not task {cls.name}; "
+                           f"remove it")
 
     # --- state kept with the model ------------------------------------------------------------------
     @classmethod

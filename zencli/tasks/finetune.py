@@ -96,6 +96,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     if cfg.task.name is None:
         raise ZenError("task.name: no task given; use --task (e.g. cws, pos, ner) or a recipe")
     task_cls = task_class(cfg.task.name)
+    task_cls.check_settings(cfg.task)
     if cfg.model.encoder == "chte" and not task_cls.supports_chte:
         raise ZenError(f"model.encoder: chte encodes characters for tagging tasks (cws, pos, ner); task "
                        f"{task_cls.name} needs zen2, zen1 or bert")

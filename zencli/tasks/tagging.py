@@ -89,6 +89,7 @@ class TaggingTask(Task):
     output_formats: ClassVar[tuple[str, ...]] = ("text", "json", "conll")
     main_metric: ClassVar[str] = "f1"
     uses_pooled: ClassVar[bool] = False
+    word_level: ClassVar[bool] = True  # pos, ner (cws labels characters)
 
     # --- state: labels and their scheme -----------------------------------------------------------------
     @classmethod
@@ -467,6 +468,7 @@ def words(text: str, labels: Sequence[str]) -> list[Span]:
 @register
 class CwsTask(TaggingTask):
     name = "cws"
+    word_level = False
     description = "Chinese word segmentation (B/M/E/S per char; SIGHAN word P/R/F1, OOV recall)"
 
     def _json_fields(self, text, spans):
