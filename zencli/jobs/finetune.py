@@ -14,9 +14,6 @@ def build_config(recipe: str | Path | None, overrides: list[str], options: dict[
     """Recipe (or the defaults) < --set overrides < command-line options, validated once."""
     from zencli.config.loading import build_job_config
 
-    if options.get("train.max_steps") is not None:  # an explicit step count wins over any epochs
-        options = {k: v for k, v in options.items() if k != "epochs"}
-        overrides = [*overrides, "epochs=null"]
     return build_job_config(FinetuneConfig, "finetune", recipe, overrides, options)
 
 
