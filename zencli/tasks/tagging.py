@@ -36,9 +36,10 @@ punctuation char alone), and output keeps character offsets into the input line.
 
 Output (`zen predict --format`): text — cws: words separated by spaces; pos: `word/TAG`; ner: the input
 with `[entity]/TYPE` marked inline —, json (one object per line: text + words or entities with start/end
-character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in the
-input is kept and tagged like any character; in text and json output a word never spans white space
-(it is split there) and white-space-only words are left out, since a space-separated line cannot hold them.
+character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in a line
+to predict is no token: the model reads the other characters (as in training, whose files hold none),
+nothing tags it (conll output has no line for it), and it cuts words and entities (none holds or is only
+white space); text and json output keep it where it was.
 """
 
 from __future__ import annotations
@@ -140,7 +141,10 @@ class TaggingTask(Task):
             toks = _word_splitter().split_with_offsets(text)
             return TaggedSentence([text[t.start:t.end] for t in toks], None, source, line, "word", text,
                                   [(t.start, t.end) for t in toks])
-        return TaggedSentence(list(text), None, source, line)
+        # White space is no token (the model was trained on none, and no word or entity holds it): the
+        # model reads the other chars, and output puts their labels back at their places in the line.
+        kept = [i for i, c in enumerate(text) if not c.isspace()]
+        return TaggedSentence([text[i] for i in kept], None, source, line, "char", text, [(i, i + 1) for i in kept])
 
     def data_notes(self, gold: GoldData) -> list[str]:
         notes = super().data_notes(gold)
@@ -378,13 +382,11 @@ class TaggingTask(Task):
 
     def _spans(self, example: TaggedSentence, labels: Sequence[str]) -> list[Span]:
         """What the output shows — words, tagged words or entities — as (start, end, tag) character spans
-        of `example.text`."""
-        if example.level == "word":
-            offsets = example.word_offsets()
-            return [(offsets[a][0], offsets[b - 1][1], t) for a, b, t in self.units(labels)]
-        if self.name == "ner":
-            return self.units(labels)
-        return words(example.text, labels)
+        of `example.text`; at char level the input's white space cuts them (none holds or is only white
+        space)."""
+        offsets = example.word_offsets()
+        spans = [(offsets[a][0], offsets[b - 1][1], t) for a, b, t in self.units(labels)]
+        return spans if example.level == "word" else cut_at_space(example.text, spans)
 
     @abstractmethod
     def _json_fields(self, text: str, spans: Sequence[Span]) -> dict[str, Any]:
@@ -402,10 +404,10 @@ def _word_splitter():
     return BasicTokenizer(lowercase=False, strip_accents=False)
 
 
-def words(text: str, labels: Sequence[str]) -> list[Span]:
-    """Words (start, end, tag) of segmentation labels, split at white space; white-space-only words dropped."""
+def cut_at_space(text: str, spans: Sequence[Span]) -> list[Span]:
+    """`spans` of `text` cut at white space, white-space-only pieces dropped."""
     out: list[Span] = []
-    for start, end, tag in word_spans(labels):
+    for start, end, tag in spans:
         piece_start = None
         for i in range(start, end + 1):
             space = i == end or text[i].isspace()

@@ -93,26 +93,30 @@ class TaggedSentence:
     `line` is the file line the sentence starts on; `source` the file it came from.
 
     `level == "word"`: `chars` holds words (one label each), and `offsets` their [start, end) in `text`:
-    the input line for `zen predict`, else the words joined by single spaces."""
+    the input line for `zen predict`, else the words joined by single spaces. A line to predict at char
+    level keeps its white space in `line_text` only: `chars` are the other characters, `offsets` where
+    each one sits in the line (white space is no token and gets no label)."""
 
     chars: list[str]
     labels: list[str] | None
     source: str
     line: int
     level: str = "char"
-    line_text: str | None = None  # word level: the line the words were cut from (offsets point into it)
+    line_text: str | None = None  # the line the tokens were cut from (offsets point into it)
     offsets: list[tuple[int, int]] | None = None
 
     @property
     def text(self) -> str:
-        if self.level == "word":
-            return " ".join(self.chars) if self.line_text is None else self.line_text
-        return "".join(self.chars)
+        if self.line_text is not None:
+            return self.line_text
+        return " ".join(self.chars) if self.level == "word" else "".join(self.chars)
 
     def word_offsets(self) -> list[tuple[int, int]]:
-        """Word level: each word's [start, end) in `text`."""
+        """Each token's (word's, or char's) [start, end) in `text`."""
         if self.offsets is not None:
             return self.offsets
+        if self.level == "char":
+            return [(i, i + 1) for i in range(len(self.chars))]
         out, pos = [], 0
         for w in self.chars:
             out.append((pos, pos + len(w)))
