@@ -308,7 +308,8 @@ def test_errors_are_one_line_and_name_the_key(tmp_path):
     assert "model.vocab" in error(*base)
     assert "model.ngram" in error(*base, "--vocab", str(VOCAB))
     assert "no such model directory" in error(*base, "--model", str(tmp_path / "nope"))
-    assert "unknown task 'cwz'" in error(*base, "--task", "cwz", "--vocab", str(VOCAB), "--ngram", str(NGRAM))
+    assert "unknown task 'cwz' (did you mean 'cws'?)" in error(*base, "--task", "cwz", "--vocab", str(VOCAB),
+                                                               "--ngram", str(NGRAM))
     assert "data.train" in error("--task", "cws", "--vocab", str(VOCAB), "--ngram", str(NGRAM))
     assert "task.name: no task given" in error("--train", data, "--vocab", str(VOCAB), "--ngram", str(NGRAM))
     assert "holds a zen2 encoder" in error(*base, "--model", str(REF), "--encoder", "zen1")

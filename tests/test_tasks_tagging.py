@@ -117,7 +117,7 @@ def tiny_model(tmp: Path, task: str, *extra: str, encoder: str = "zen2", decoder
 def test_registry_has_the_tagging_tasks_and_names_the_known_ones():
     assert {"cws", "pos", "ner"} <= set(task_names())
     assert task_class("ner").output_formats == ("text", "json", "conll")
-    with pytest.raises(ZenError, match="unknown task 'nerr'; expected one of .*cws.*ner"):
+    with pytest.raises(ZenError, match="unknown task 'nerr' \\(did you mean 'ner'\\?\\); expected one of .*cws.*ner"):
         task_class("nerr")
 
 

@@ -142,6 +142,10 @@ def test_each_missing_step_names_the_command_to_run_first(tmp_path, data):
     assert "has not finished" in msg and f"`zen pretrain --workdir {ws}`" in msg
     assert "task.name: no task given; use --task ner" in error("finetune", "--workdir", ws)
     assert "--task spm: no default data" in error("finetune", "--task", "spm", "--workdir", ws)
+    # a mistyped task is an unknown task (it was "no default data for this task"), with the closest name
+    msg = error("finetune", "--task", "nerr", "--workdir", ws)
+    assert "unknown task 'nerr' (did you mean 'ner'?); expected one of cws, dc, mrc, ner" in msg
+    assert "default data" not in msg
 
 
 def test_an_incomplete_lexicon_step_is_not_finished(tmp_path):

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from zencli.errors import ZenError
+from zencli.errors import ZenError, unknown_task
 
 DEFAULT_WORKDIR = Path("zen-work")
 ENV_WORKDIR = "ZEN_WORKDIR"
@@ -70,11 +70,14 @@ FROM_PRETRAINED = {"model.vocab": None, "model.ngram": None, "train.lr": 1e-3}
 
 
 def task_defaults(task: str) -> TaskDefaults:
-    try:
+    if task in TASK_DEFAULTS:
         return TASK_DEFAULTS[task]
-    except KeyError:
-        raise ZenError(f"--task {task}: no default data for this task (defaults exist for "
-                       f"{', '.join(TASK_DEFAULTS)}); give --train (and --dev, --test) or --recipe") from None
+    from zencli.tasks.base import task_names
+
+    if task not in task_names():  # a mistyped task is an unknown task, not one without default data
+        raise ZenError(f"--task: {unknown_task(task, task_names())}")
+    raise ZenError(f"--task {task}: no default data for this task (defaults exist for "
+                   f"{', '.join(TASK_DEFAULTS)}); give --train (and --dev, --test) or --recipe")
 
 
 def locate_dataset(name: str, *, console=None) -> Path:

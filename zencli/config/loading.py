@@ -9,7 +9,6 @@ parsed as YAML scalars and applied before validation, so they are checked the sa
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Iterable
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from zencli.errors import ZenError
+from zencli.errors import ZenError, did_you_mean
 
 T = TypeVar("T")
 
@@ -112,8 +111,7 @@ def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", pre
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for k in data:
         if k not in fields:
-            close = difflib.get_close_matches(str(k), list(fields), n=1)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            hint = did_you_mean(str(k), fields, prefix)
             valid = ", ".join(fields)
             raise ZenError(f"{source}: unknown key '{prefix}{k}'{hint}; valid keys here: {valid}")
     kwargs = {}
@@ -234,8 +232,7 @@ def resolve_recipe_path(name_or_file: str | Path) -> Path:
     if candidate.is_file():
         return candidate
     names = list_recipes()
-    close = difflib.get_close_matches(str(name_or_file), names, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    hint = did_you_mean(str(name_or_file), names)
     raise ZenError(f"recipe '{name_or_file}' not found: not a file and not a built-in recipe{hint}; "
                    f"see `zen recipe list`")
 
