@@ -236,6 +236,10 @@ def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
     gold = read_gold(bio, "ner")
     evaluation = task.evaluate(gold, [["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-PER"]])
     assert evaluation.main_score == 1.0 and task.unseen_labels(gold) == {}
+    # converted predictions hold the gold scheme's labels of the model's types: none is an unknown label
+    assert evaluation.unseen_labels == {} and not any("label set" in n for n in evaluation.notes)
+    unknown = task.evaluate(gold, [["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-XYZ"]])  # a type it cannot predict
+    assert unknown.unseen_labels == {"B-XYZ": 1} and any("1 predicted labels" in n for n in unknown.notes)
 
 
 @needs_ref

@@ -64,9 +64,11 @@ from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import Record, Task, register
 from zencli.tasks.scoring import Evaluation, GoldData, score_predictions
 from zencli.text.labels import (
+    SCHEME_PREFIXES,
     SCHEMES,
     detect_scheme,
     labels_from_spans,
+    scheme_name,
     spans_from_labels,
     word_spans,
 )
@@ -363,7 +365,11 @@ class TaggingTask(Task):
             train_words = {w for s in train.examples for w in (s.words or [])}
         return score_predictions(gold, items, pred_name=name, pred_format="model", train_words=train_words,
                                  train_words_name=None if train is None else train.path,
-                                 known_labels=self.labels.labels, notes=notes)
+                                 known_labels=self.known_labels(gold), notes=notes)
+
+    def known_labels(self, gold: GoldData) -> Sequence[str]:
+        """The labels the model can predict, as its predictions of `gold` are scored."""
+        return self.labels.labels
 
     # --- output -----------------------------------------------------------------------------------------
     def format_prediction(self, example: TaggedSentence, prediction: Sequence[str], fmt: str) -> str:
@@ -460,9 +466,19 @@ class NerTask(TaggingTask):
                            for p in predictions]
         return super().evaluate(gold, predictions, name=name, train=train)
 
+    def known_labels(self, gold):
+        if gold.info.scheme and gold.info.scheme != self.scheme:
+            # predictions are scored written in the gold file's scheme: its labels of the model's types
+            prefixes = sorted(SCHEME_PREFIXES[scheme_name(gold.info.scheme)] - {"O"})
+            return ["O", *(f"{p}-{t}" for t in sorted(self._types()) for p in prefixes)]
+        return super().known_labels(gold)
+
+    def _types(self) -> set[str]:
+        return {lab.split("-", 1)[1] for lab in self.labels.labels if "-" in lab}
+
     def unseen_labels(self, gold):
         if gold.info.scheme and gold.info.scheme != self.scheme:
-            types = {t for lab in self.labels.labels if "-" in lab for t in [lab.split("-", 1)[1]]}
+            types = self._types()
             counts = Counter(lab for s in gold.examples for lab in (s.labels or [])
                              if lab != "O" and lab.split("-", 1)[-1] not in types)
             return dict(sorted(counts.items()))
