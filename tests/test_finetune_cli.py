@@ -302,6 +302,31 @@ def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
                                                           "warmup_ratio=0.2", "--set", "train.warmup_steps=3")
 
 
+def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_path):
+    """Not ModelSection's 12 × 768 (135 s a step on PD98 NER): the task's from-scratch recipe, with the files given."""
+    from zencli.cli.finetune import build_config
+
+    data = write_task_data(tmp_path, "ner")
+    files = {"task.name": "ner", "data.train": data, "model.vocab": VOCAB, "model.ngram": NGRAM}
+    cfg = build_config(None, [], files)
+    recipe = build_config("finetune-pd98-ner", [], {})
+    assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.max_ngrams) == (64, 2, 32)
+    assert (cfg.task, cfg.train.lr, cfg.epochs) == (recipe.task, recipe.train.lr, recipe.epochs)
+    assert (cfg.data.train, cfg.data.dev, cfg.data.test, cfg.model.vocab, cfg.model.ngram) == (
+        data, None, None, VOCAB, NGRAM)  # the recipe's own files are not used
+    assert str(cfg.train.output_dir) == "runs/finetune"
+    typed = build_config(None, ["model.hidden_size=32", "train.lr=1e-4"], {**files, "train.max_steps": 7})
+    assert (typed.model.hidden_size, typed.train.lr, typed.train.max_steps, typed.epochs) == (32, 1e-4, 7, None)
+    # a task without a recipe of its own: the sentence-level recipe's encoder, with its own task settings
+    dc = build_config(None, [], {**files, "task.name": "dc"})
+    assert (dc.task.name, dc.task.decoder, dc.model.hidden_size, dc.data.train) == ("dc", None, 64, data)
+    # a pretrained model brings its sizes: the defaults for fine-tuning one are unchanged
+    pre = build_config(None, [], {**files, "model.pretrained": tmp_path / "m"})
+    assert (pre.train.lr, pre.epochs, pre.task.decoder) == (5e-5, None, None)
+    r, _ = finetune(tmp_path, "ner", steps=1)
+    assert "new zen2 encoder (1 × 16, 1 n-gram layer)" in r.output  # TINY's sizes, said up front
+
+
 def test_errors_are_one_line_and_name_the_key(tmp_path):
     data = str(write_task_data(tmp_path, "cws"))
     base = ["--task", "cws", "--train", data, "-o", str(tmp_path / "x"), *_sets(TINY)]

@@ -207,7 +207,10 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         _check_positions(config, max_seq_len, "model.max_position_embeddings")
         encoder = ZenModel(config)  # ZenConfig's dropout (0.1) unless the recipe sets it
         encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
-        return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder")
+        word = m.num_hidden_word_layers
+        sizes = f"{m.num_hidden_layers} × {m.hidden_size}" + (
+            f", {word} n-gram layer{'s' if word != 1 else ''}" if kind != "bert" else "")
+        return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder ({sizes})")
 
     d = Path(m.pretrained)
     want = m.encoder
