@@ -339,6 +339,8 @@ def test_argument_errors(tmp_path: Path):
     gold = write(tmp_path / "gold.txt", CWS_GOLD)
     assert "missing --task" in _error("--gold", str(gold), "--pred", str(gold))
     assert "task 'xyz'" in _error("--task", "xyz", "--gold", str(gold), "--pred", str(gold))
+    assert "unknown task 'nerr' (did you mean 'ner'?)" in _error("--task", "nerr", "--gold", str(gold), "--pred",
+                                                                 str(gold))
     assert "cws only" in _error("--task", "ner", "--gold", str(gold), "--pred", str(gold), "--train-words", str(gold))
     assert "zen finetune" in _error("some-model", "--data", str(gold))
     assert "--data goes with MODEL" in _error("--task", "cws", "--data", str(gold))

@@ -254,13 +254,84 @@ def test_finetune_recipes_are_valid_and_epochs_set_the_step_count(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["max_steps"] == 3  # ⌈2 × 6 / 4⌉
 
 
+def test_a_typed_step_count_or_warmup_replaces_the_recipes_epochs_or_ratio(tmp_path):
+    """--set train.max_steps=N with a recipe that sets epochs trains N steps (it used to train the epochs)."""
+    data = write_task_data(tmp_path, "cws")
+    r = runner.invoke(app, ["finetune", "--recipe", "finetune-pd98-cws", "--train", str(data), "--vocab", str(VOCAB),
+                            "--ngram", str(NGRAM), "-o", str(tmp_path / "run"), "--quiet", *_sets(TINY),
+                            "--set", "train.max_steps=2", "--set", "train.warmup_steps=1"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
+    assert (settings["max_steps"], settings["warmup_steps"]) == (2, 1)  # 3 epochs would be ⌈3 × 6 / 4⌉ = 5
+    written = load_job_recipe(tmp_path / "run" / "recipe.yaml")  # the run's recipe reads back the same
+    assert (written.epochs, written.train.max_steps, written.warmup_ratio, written.train.warmup_steps) == (
+        None, 2, None, 1)
+
+
+def test_recipe_show_prints_the_step_count_that_will_run():
+    shown = runner.invoke(app, ["recipe", "show", "finetune-pd98-cws"])
+    assert shown.exit_code == 0, shown.output
+    assert "  max_steps: null\n" in shown.output and "epochs: 3.0\n" in shown.output
+    assert "# train.max_steps: null = from epochs: 3" in shown.output
+    typed = runner.invoke(app, ["recipe", "show", "finetune-pd98-cws", "--set", "train.max_steps=200"])
+    assert "  max_steps: 200\n" in typed.output and "epochs: null\n" in typed.output
+    assert "# train.max_steps" not in typed.output
+    plain = runner.invoke(app, ["recipe", "show", "finetune-resume-ner"])  # epochs, no warmup_ratio
+    assert "  warmup_steps: 0\n" in plain.output and "# train.warmup_steps" not in plain.output
+
+
+def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
+    from zencli.cli.finetune import build_config
+    from zencli.errors import ZenError
+
+    for overrides, options in ((["epochs=2"], {"train.max_steps": 5}), (["epochs=2", "train.max_steps=5"], {}),
+                               ([], {"epochs": 2.0, "train.max_steps": 5})):
+        with pytest.raises(ZenError, match="epochs and train.max_steps: both given on the command line"):
+            build_config("finetune-pd98-cws", overrides, options)
+    recipe = write(tmp_path / "both.yaml", ["job: finetune", "task: {name: cws}", "epochs: 2",
+                                            "train: {max_steps: 5}"])
+    with pytest.raises(ZenError, match=r"both.yaml: epochs and train.max_steps are both set"):
+        build_config(str(recipe), [], {})
+    with pytest.raises(ZenError, match=r"both.yaml: epochs and train.max_steps are both set"):
+        load_job_recipe(recipe)
+    assert build_config(str(recipe), ["epochs=null"], {}).train.max_steps == 5  # typed null: the other one
+    assert "warmup_ratio and train.warmup_steps" in error("--recipe", "finetune-pd98-cws", "--set",
+                                                          "warmup_ratio=0.2", "--set", "train.warmup_steps=3")
+
+
+def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_path):
+    """Not ModelSection's 12 × 768 (135 s a step on PD98 NER): the task's from-scratch recipe, with the files given."""
+    from zencli.cli.finetune import build_config
+
+    data = write_task_data(tmp_path, "ner")
+    files = {"task.name": "ner", "data.train": data, "model.vocab": VOCAB, "model.ngram": NGRAM}
+    cfg = build_config(None, [], files)
+    recipe = build_config("finetune-pd98-ner", [], {})
+    assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.max_ngrams) == (64, 2, 32)
+    assert (cfg.task, cfg.train.lr, cfg.epochs) == (recipe.task, recipe.train.lr, recipe.epochs)
+    assert (cfg.data.train, cfg.data.dev, cfg.data.test, cfg.model.vocab, cfg.model.ngram) == (
+        data, None, None, VOCAB, NGRAM)  # the recipe's own files are not used
+    assert str(cfg.train.output_dir) == "runs/finetune"
+    typed = build_config(None, ["model.hidden_size=32", "train.lr=1e-4"], {**files, "train.max_steps": 7})
+    assert (typed.model.hidden_size, typed.train.lr, typed.train.max_steps, typed.epochs) == (32, 1e-4, 7, None)
+    # a task without a recipe of its own: the sentence-level recipe's encoder, with its own task settings
+    dc = build_config(None, [], {**files, "task.name": "dc"})
+    assert (dc.task.name, dc.task.decoder, dc.model.hidden_size, dc.data.train) == ("dc", None, 64, data)
+    # a pretrained model brings its sizes: the defaults for fine-tuning one are unchanged
+    pre = build_config(None, [], {**files, "model.pretrained": tmp_path / "m"})
+    assert (pre.train.lr, pre.epochs, pre.task.decoder) == (5e-5, None, None)
+    r, _ = finetune(tmp_path, "ner", steps=1)
+    assert "new zen2 encoder (1 × 16, 1 n-gram layer)" in r.output  # TINY's sizes, said up front
+
+
 def test_errors_are_one_line_and_name_the_key(tmp_path):
     data = str(write_task_data(tmp_path, "cws"))
     base = ["--task", "cws", "--train", data, "-o", str(tmp_path / "x"), *_sets(TINY)]
     assert "model.vocab" in error(*base)
     assert "model.ngram" in error(*base, "--vocab", str(VOCAB))
     assert "no such model directory" in error(*base, "--model", str(tmp_path / "nope"))
-    assert "unknown task 'cwz'" in error(*base, "--task", "cwz", "--vocab", str(VOCAB), "--ngram", str(NGRAM))
+    assert "unknown task 'cwz' (did you mean 'cws'?)" in error(*base, "--task", "cwz", "--vocab", str(VOCAB),
+                                                               "--ngram", str(NGRAM))
     assert "data.train" in error("--task", "cws", "--vocab", str(VOCAB), "--ngram", str(NGRAM))
     assert "task.name: no task given" in error("--train", data, "--vocab", str(VOCAB), "--ngram", str(NGRAM))
     assert "holds a zen2 encoder" in error(*base, "--model", str(REF), "--encoder", "zen1")

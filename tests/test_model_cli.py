@@ -55,3 +55,33 @@ def test_not_a_model_directory_is_a_clear_error(tmp_path: Path):
         checkpoint_kind(tmp_path)
     with pytest.raises(ZenError, match="no such model directory"):
         checkpoint_kind(tmp_path / "missing")
+
+
+def test_info_describes_a_fine_tuned_model_and_a_bare_encoder(tmp_path: Path):
+    """`zen model info` refused fine-tuned models ("not a bare encoder")."""
+    import json
+
+    from tests.test_finetune_cli import finetune
+    from zencli.model.checkpoint import save_zen_model
+    from zencli.model.config import ZenConfig
+    from zencli.model.encoder import ZenModel
+
+    _, out = finetune(tmp_path, "ner")
+    shown = runner.invoke(app, ["model", "info", str(out)])
+    assert shown.exit_code == 0, shown.output
+    for text in ("fine-tuned model", "ner (named entity", "BMES", "S-PER", "layers × hidden", "dev score", "f1"):
+        assert text in shown.output, text
+    d = json.loads(runner.invoke(app, ["model", "info", str(out / "model"), "--json"]).output)
+    dev = json.loads((out / "model" / "dev_scores.json").read_text(encoding="utf-8"))
+    task_json = json.loads((out / "model" / "task.json").read_text(encoding="utf-8"))
+    assert d["task"]["labels"] == task_json["state"]["labels"]
+    assert (d["scores"]["dev"]["metric"], d["scores"]["dev"]["value"]) == ("f1", dev["main_score"])
+    assert set(d["scores"]) == {"dev", "test"} and d["files"]["ngram.txt"] == str(out / "model" / "ngram.txt")
+    assert d["parameters"] > 0 and d["encoder"]["type"] == "zen2"
+
+    bare = tmp_path / "bare"
+    save_zen_model(ZenModel(ZenConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                      intermediate_size=16, num_hidden_word_layers=1, word_size=10)), bare)
+    e = json.loads(runner.invoke(app, ["model", "info", str(bare), "--json"]).output)
+    assert (e["kind"], e["encoder"]["vocab_rows"], e["files"]["vocab.txt"], e["scores"]) == \
+        ("zen encoder", 30, None, {})

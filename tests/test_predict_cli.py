@@ -27,13 +27,14 @@ from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.tasks.model import load_task_model
 from zencli.tasks.predict import evaluate_model, predict_chunks, read_stream
+from zencli.text.labels import labels_from_spans
 
 runner = CliRunner()
 
 pytestmark = needs_shared(REF)
 
 # A normal line, an empty one, one much longer than max_seq_len (16 tokens: 14 chars a window), one with a
-# space (kept and tagged like any char) and a last one without a final newline.
+# space (kept in the output, but no token) and a last one without a final newline.
 LINES = ["北京大学的学生在图书馆学习", "", LONG, "他在 北京", "中国人民银行"]
 
 
@@ -108,8 +109,26 @@ def test_conll_output_has_a_line_per_char_and_a_blank_line_per_sentence(models):
             current.append(line.split("\t"))
     assert current == [] and len(sentences) == len(LINES)
     for line, rows in zip(LINES, sentences):
-        assert [c for c, _ in rows] == list(line)
+        assert [c for c, _ in rows] == list(line.replace(" ", ""))  # white space is no token
         assert all(re.fullmatch(r"O|[BMES]-(PER|LOC|ORG)", lab) for _, lab in rows)
+
+
+def test_white_space_is_never_a_token_an_entity_or_a_word(models):
+    for task in ("cws", "pos", "ner"):  # nothing tags a line of spaces (ner tagged it `[   ]/PER`)
+        assert predict(models[task], ["   ", " \u3000\t"], "--format", "conll") == ["", ""]
+        assert predict(models[task], ["   "]) == ["   " if task == "ner" else ""]
+        # the model reads the chars around white space as if it were not there
+        conll = predict(models[task], ["他在 北京", "他在北京"], "--format", "conll")
+        assert conll[:len(conll) // 2] == conll[len(conll) // 2:]
+    assert json.loads(predict(models["ner"], ["   "], "--format", "json")[0]) == {"text": "   ", "entities": []}
+    task = load_task_model(models["ner"]).task
+    x = task.parse_input(" 王 小明 ", "in.txt", 1)
+    assert x.chars == list("王小明") and x.text == " 王 小明 "
+    b, m, e = (labels_from_spans(3, [(0, 3, "PER")], task.scheme))
+    assert task.format_prediction(x, [b, m, e], "text") == " [王]/PER [小明]/PER "  # cut where the line has space
+    assert json.loads(task.format_prediction(x, [b, m, e], "json"))["entities"] == [
+        {"text": "王", "start": 1, "end": 2, "type": "PER"}, {"text": "小明", "start": 3, "end": 5, "type": "PER"}]
+    assert task.format_prediction(x, [b, m, e], "conll") == f"王\t{b}\n小\t{m}\n明\t{e}\n"
 
 
 def test_files_crlf_bom_and_chunking_give_the_same_output(models, tmp_path):

@@ -156,6 +156,15 @@ def test_data_then_pretrain_writes_model_metrics_results_and_the_model_loads_exp
         "--max-steps", "2", "--batch-size", "4", "--quiet")
     assert (tmp_path / "ft" / "model" / "config.json").is_file()
 
+    # `zen model info` describes both: the pretraining run's model with its held-out score, the fine-tuned one
+    pre = json.loads(zen("model", "info", str(out), "--json"))
+    assert (pre["kind"], pre["path"], pre["encoder"]["layers"]) == ("zen pretrained model", str(model_dir), 2)
+    assert pre["scores"]["heldout"]["masked_acc"] == held["final"]["masked_acc"]
+    ft = json.loads(zen("model", "info", str(tmp_path / "ft"), "--json"))
+    assert (ft["kind"], ft["task"]["name"], ft["task"]["scheme"], ft["encoder"]["hidden_size"]) == (
+        "fine-tuned model", "cws", "BMES", 32)
+    assert "source" in ft and ft["scores"] == {}  # no dev or test file: no scores
+
 
 def test_a_second_invocation_resumes_exactly_and_other_settings_are_refused(tmp_path):
     recipe = micro_recipe(tmp_path)

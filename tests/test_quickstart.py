@@ -125,10 +125,14 @@ def test_the_commands_as_typed_chain_through_zen_work_and_the_quickstart_continu
     ws = Workspace.at()
     assert ws.root == Path("zen-work")
     zen = lambda *args, **kw: runner.invoke(app, list(args), catch_exceptions=False, **kw)  # noqa: E731
+    chars = len((Path(env["ZEN_DATA"]) / "pd98" / "raw" / "train.txt").read_text(encoding="utf-8"))
+    expected = {"lexicon": f"lexicon: {chars:,} characters of ", "pretrain": "pretrain: expected about 6 s of training",
+                "finetune": "finetune ner: expected about 6 s of training (train.max_minutes 0.1"}
     for args in (["lexicon"], ["pretrain", "--max-minutes", "0.1", "--quiet"],
                  ["finetune", "--task", "ner", "--max-minutes", "0.1", "--quiet"]):
         r = zen(*args)
         assert r.exit_code == 0, r.output
+        assert expected[args[0]] in r.output  # said before the step starts
     assert ws.lexicon_done() and ws.pretrain_done() and ws.finetune_done("ner")
     finetuned = (ws.finetune_dir("ner") / "recipe.yaml").read_text(encoding="utf-8")
     assert f"pretrained: {ws.pretrained_model}" in finetuned and "ner/test.tsv" in finetuned

@@ -196,8 +196,27 @@ def test_ner_raw_for_prediction(tmp_path):
 
 def test_ideographic_space_can_be_a_char_with_tab_separator(tmp_path):
     p = write(tmp_path / "ner.tsv", "张\tS-PER\n\u3000\tO\n")
-    sents, _ = read_task_file(p, "ner")
+    sents, info = read_task_file(p, "ner")
     assert sents[0].chars == ["张", "\u3000"]
+    assert info.notes == [("1 white-space characters (U+3000 ×1) read as characters with labels (`zen predict` never "
+                           "reads white space as a character); the first at line 2")]
+
+
+def test_control_characters_are_read_as_they_are_and_noted_with_their_line(tmp_path):
+    """A NUL in a NER file became a character without a note."""
+    conll = write(tmp_path / "ner.tsv", "张\tS-PER\n\n北\tB-LOC\n\x00\tO\n京\tO\n\x00\tO\n\x07\tO\n")
+    sents, info = read_task_file(conll, "ner")
+    assert sents[1].chars == ["北", "\x00", "京", "\x00", "\x07"]  # read as written, like the other readers
+    assert info.notes == [("3 control characters (U+0000 ×2, U+0007 ×1) read as characters with labels, each [UNK] to "
+                           "the model (check the file's encoding); the first at line 4")]
+    x02 = write(tmp_path / "ner.x02", "张\x02三\tB-PER\x02E-PER\n他\x02\ufffd\tO\x02O\n")
+    assert "1 control characters (U+FFFD ×1)" in read_task_file(x02, "ner")[1].notes[0]
+    assert "the first at line 2" in read_task_file(x02, "ner")[1].notes[0]
+    words = write(tmp_path / "words.txt", "قال\tO\nسم\x00ران\tB-PER\n\n")
+    assert read_task_file(words, "ner", "conll-word")[1].notes == [
+        "1 control characters (U+0000 ×1) dropped by the tokenizer from their words; the first at line 2"]
+    clean = write(tmp_path / "clean.tsv", "张\tS-PER\n三\tO\n")
+    assert read_task_file(clean, "ner")[1].notes == []
 
 
 # --- detection and errors shared by the formats ------------------------------------------------

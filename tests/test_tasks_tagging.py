@@ -107,12 +107,30 @@ def tiny_model(tmp: Path, task: str, *extra: str, encoder: str = "zen2", decoder
     return t, model.eval(), inputs, spec, gold
 
 
+@needs_ref
+def test_a_lexicon_with_tokens_the_vocabulary_lacks_is_noted_at_model_build(tmp_path):
+    """Such n-grams never match: the model trained without those words, and nothing said so."""
+    from zencli.lexicon.ngram_file import Lexicon
+
+    vocab = VOCAB.read_text(encoding="utf-8").splitlines()
+    assert "北" in vocab and "京" in vocab and "龘" not in vocab and "䶮" not in vocab
+    ngram = tmp_path / "ngram.txt"
+    Lexicon([("北", "京"), ("北", "龘"), ("龘", "䶮", "京"), ("䶮", "京")], [9, 5, 3, 2]).save(ngram)
+    *_, spec, _ = tiny_model(tmp_path, "cws", f"model.ngram={ngram}")
+    assert [n for n in spec.notes if "can never match" in n] == [
+        (f"{ngram}: 3 of 4 n-grams use tokens missing from {VOCAB} (2 distinct, most often '龘', '䶮') and can never "
+         f"match, e.g. '北 龘', '龘 䶮 京', '䶮 京': build the vocabulary and the lexicon from the same text (or the "
+         f"lexicon with zen lexicon build --vocab)")]
+    *_, spec, _ = tiny_model(tmp_path, "cws")  # the fixture's lexicon fits its vocabulary: no note
+    assert not any("can never match" in n for n in spec.notes)
+
+
 # --- registry -------------------------------------------------------------------------------------------
 
 def test_registry_has_the_tagging_tasks_and_names_the_known_ones():
     assert {"cws", "pos", "ner"} <= set(task_names())
     assert task_class("ner").output_formats == ("text", "json", "conll")
-    with pytest.raises(ZenError, match="unknown task 'nerr'; expected one of .*cws.*ner"):
+    with pytest.raises(ZenError, match="unknown task 'nerr' \\(did you mean 'ner'\\?\\); expected one of .*cws.*ner"):
         task_class("nerr")
 
 
@@ -231,6 +249,10 @@ def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
     gold = read_gold(bio, "ner")
     evaluation = task.evaluate(gold, [["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-PER"]])
     assert evaluation.main_score == 1.0 and task.unseen_labels(gold) == {}
+    # converted predictions hold the gold scheme's labels of the model's types: none is an unknown label
+    assert evaluation.unseen_labels == {} and not any("label set" in n for n in evaluation.notes)
+    unknown = task.evaluate(gold, [["B-ORG", "M-ORG", "M-ORG", "E-ORG", "O", "S-XYZ"]])  # a type it cannot predict
+    assert unknown.unseen_labels == {"B-XYZ": 1} and any("1 predicted labels" in n for n in unknown.notes)
 
 
 @needs_ref

@@ -122,5 +122,7 @@ def test_finetuning_passes_its_warmup_ratio_to_the_loop(tmp_path):
     assert r.exit_code == 0, r.output
     run_settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
     assert (run_settings["warmup_ratio"], run_settings["warmup_steps"]) == (0.05, 0)  # the recipe's warmup_ratio
-    assert "warmup_ratio, train.warmup_steps: set one warm-up, not both (warmup_ratio 0.05, train.warmup_steps 2)" \
-        in error(*base, "--set", "train.warmup_steps=2")
+    # a typed train.warmup_steps replaces the recipe's warmup_ratio (tests/test_finetune_cli.py); the two ratios
+    # are one warm-up given twice
+    assert "warmup_ratio, train.warmup_ratio: set one warm-up, not both (warmup_ratio 0.05, train.warmup_ratio 0.2)" \
+        in error(*base, "--set", "train.warmup_ratio=0.2")

@@ -322,6 +322,10 @@ def test_prediction_lines_are_cut_into_words_with_offsets_and_written_in_three_f
     assert out["words"][1] == {"text": "سمرانُ", "start": 6, "end": 12, "label": "B-PER"}
     assert task.format_prediction(ex, labels, "text") == "  قال [سمرانُ نوري]/PER: «في البيت»"
     assert task.format_prediction(ex, labels, "conll").splitlines()[:2] == ["قال\tO", "سمرانُ\tB-PER"]
+    blank = task.parse_input(" \u00a0\u3000\t ", "<stdin>", 2)  # white space is never a word or an entity
+    assert blank.chars == [] and task.format_prediction(blank, [], "conll") == ""
+    assert json.loads(task.format_prediction(blank, [], "json")) == {"text": " \u00a0\u3000\t ", "words": [],
+                                                                     "entities": []}
     pos = task_class("pos")(from_dict(FinetuneConfig, apply_overrides({}, ["task.name=pos"]), source="t").task,
                             {"labels": ["NOUN", "PUNC"], "scheme": None, "level": "word"})
     ex = pos.parse_input("البيت.", "<stdin>", 1)

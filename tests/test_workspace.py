@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tests.test_pretrain_cli import error, zen
 from zencli.errors import ZenError
-from zencli.workspace import TASK_DEFAULTS, Workspace, as_overrides
+from zencli.workspace import STEP_MINUTES, TASK_DEFAULTS, Workspace, as_overrides
 
 runner = CliRunner()
 
@@ -142,6 +142,10 @@ def test_each_missing_step_names_the_command_to_run_first(tmp_path, data):
     assert "has not finished" in msg and f"`zen pretrain --workdir {ws}`" in msg
     assert "task.name: no task given; use --task ner" in error("finetune", "--workdir", ws)
     assert "--task spm: no default data" in error("finetune", "--task", "spm", "--workdir", ws)
+    # a mistyped task is an unknown task (it was "no default data for this task"), with the closest name
+    msg = error("finetune", "--task", "nerr", "--workdir", ws)
+    assert "unknown task 'nerr' (did you mean 'ner'?); expected one of cws, dc, mrc, ner" in msg
+    assert "default data" not in msg
 
 
 def test_an_incomplete_lexicon_step_is_not_finished(tmp_path):
@@ -214,6 +218,8 @@ def test_pretrain_defaults_are_the_tiny_recipe_on_the_workspace_lexicon(tmp_path
     assert cfg.data.vocab == ws.vocab and cfg.data.ngram == ws.ngram and not cfg.data.build_missing
     assert cfg.data.corpus == [data / "raw" / "train.txt"] and cfg.data.heldout == [data / "raw" / "dev.txt"]
     assert cfg.train.output_dir == ws.pretrain_dir
+    assert cfg.train.max_minutes == STEP_MINUTES["pretrain_minutes"] == 6.75  # the quickstart's budget of the step
+    assert workspace_config(ws, ["train.max_minutes=null"], {}).train.max_minutes is None
     assert (cfg.model, cfg.masking, cfg.train.lr, cfg.train.max_steps) == (tiny.model, tiny.masking, tiny.train.lr,
                                                                             tiny.train.max_steps)
     # what the user says still wins: --set, then the options
@@ -240,6 +246,7 @@ def test_finetune_defaults_come_from_the_task_table_and_the_pretrained_model(tmp
                                                                   for s in ("train", "dev", "test"))
     assert cfg.model.pretrained == model and cfg.model.vocab is None and cfg.model.ngram is None
     assert cfg.train.output_dir == ws.finetune_dir("ner") and cfg.train.lr == 1e-3
+    assert cfg.train.max_minutes == STEP_MINUTES["finetune_minutes"] == 3.75  # the quickstart's budget of the step
     assert (cfg.task, cfg.epochs, cfg.train.batch_size) == (recipe.task, recipe.epochs, recipe.train.batch_size)
     cws = workspace_config(ws, ["task.name=cws"], {"model.pretrained": tmp_path / "other", "train.lr": 1e-4})
     assert cws.task.name == "cws" and cws.data.train == data / "cws" / "train.txt"

@@ -7,6 +7,8 @@ prints it as one line and exits with status 2; anything else is a bug and keeps 
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -20,3 +22,15 @@ class ZenError(Exception):
 def where(path: str | Path, line: int | None = None) -> str:
     """`file:line` prefix for error messages (line is 1-based)."""
     return f"{path}:{line}" if line is not None else str(path)
+
+
+def did_you_mean(name: str, choices: Iterable[str], prefix: str = "") -> str:
+    """` (did you mean 'X'?)` with the closest of `choices` to a mistyped `name`, or "" when none is close."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+
+
+def unknown_task(name: str, choices: Iterable[str]) -> ZenError:
+    """The error for a task name that is not one of `choices`: the closest one, and all of them."""
+    choices = sorted(choices)
+    return ZenError(f"unknown task {name!r}{did_you_mean(name, choices)}; expected one of {', '.join(choices)}")

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from zencli.errors import ZenError
+from zencli.errors import ZenError, unknown_task
 
 DEFAULT_WORKDIR = Path("zen-work")
 ENV_WORKDIR = "ZEN_WORKDIR"
@@ -63,6 +63,74 @@ TASK_DEFAULTS: dict[str, TaskDefaults] = {
     "sa": TaskDefaults("finetune-sentiment-sa", "sentiment", "", ".tsv"),
 }
 
+# `zen finetune` without a recipe, training from scratch (no --model), starts from these recipes too, with the
+# files of its command line (a task without one takes the sentence-level recipe's encoder and training
+# settings): never from ModelSection's 12 × 768 BERT-base sizes, which take minutes a step on a CPU and are
+# no use without pretraining.
+SCRATCH_RECIPE = "finetune-sentiment-sa"
+
+
+def scratch_base(task: str | None) -> tuple[str, list[str]] | None:
+    """(recipe, `--set` overrides) that a recipe-less from-scratch `zen finetune --task T` starts from: the
+    task's recipe with its data files, vocab/lexicon and output directory cleared; None for no task."""
+    from zencli.config.finetune import FinetuneTrainSettings
+
+    if task is None:
+        return None
+    cleared = ["data={}", "model.vocab=null", "model.ngram=null",
+               *as_overrides({"train.output_dir": FinetuneTrainSettings.output_dir})]
+    if task in TASK_DEFAULTS:
+        return TASK_DEFAULTS[task].recipe, cleared
+    return SCRATCH_RECIPE, ["task={}", *cleared]
+
+
+# Time budgets of the pipeline's training steps: the quickstart's split of its `--minutes`, so that
+# `zen pretrain` and `zen finetune --task T` run on their own train for what they get inside the default
+# `zen quickstart` (--max-minutes changes a budget; --set train.max_minutes=null trains the recipe's length).
+QUICKSTART_MINUTES = 15.0
+PRETRAIN_SHARE = 0.45  # of the minutes: pretraining's train.max_minutes
+FINETUNE_SHARE = 0.25  # of the minutes: fine-tuning's train.max_minutes
+# Lexicon extraction speed for the lexicon step's estimate: 1.14 M chars/s on PD98 train with 2 cores
+# (`zen bench speed`, docs/results.md); the vocabulary pass adds little.
+LEXICON_CHARS_PER_S = 1.1e6
+
+
+def budget(minutes: float) -> dict[str, float]:
+    """How `zen quickstart --minutes` is split: training time (train.max_minutes) of pretraining and
+    fine-tuning, and what is left for the other steps."""
+    return {"minutes": minutes, "pretrain_minutes": round(PRETRAIN_SHARE * minutes, 4),
+            "finetune_minutes": round(FINETUNE_SHARE * minutes, 4),
+            "other_minutes": round((1 - PRETRAIN_SHARE - FINETUNE_SHARE) * minutes, 4)}
+
+
+STEP_MINUTES = budget(QUICKSTART_MINUTES)  # the budgets of `zen pretrain` / `zen finetune --task T` alone
+
+
+def expected_training(step: str, minutes: float | None, length: str, rest: str) -> str:
+    """The line a pipeline step prints before it starts: how long its training is expected to take."""
+    if minutes is None:
+        return (f"{step}: no time budget (train.max_minutes is null): {length}, as long as that takes; the progress "
+                f"bar shows the time left once training runs")
+    return (f"{step}: expected about {_duration(60 * minutes)} of training (train.max_minutes {minutes:g}: the "
+            f"step count and schedule are fitted to it; --max-minutes M changes it, --set train.max_minutes=null "
+            f"trains {length}), plus {rest}")
+
+
+def expected_lexicon(corpus: Path) -> str:
+    """The line the lexicon step prints before it starts: the corpus size and the time it should take."""
+    with open(corpus, encoding="utf-8", errors="replace") as f:
+        chars = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), ""))
+    return (f"lexicon: {chars:,} characters of {corpus}: expected about "
+            f"{_duration(chars / LEXICON_CHARS_PER_S)} (n-gram counting at ~{LEXICON_CHARS_PER_S / 1e6:g} M chars/s "
+            f"on 2 cores, as `zen bench speed` measured it)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    return f"{seconds / 60:.3g} min"
+
+
 # The task recipes train a 2 × 64 encoder from scratch at lr 1e-3; a pretrained encoder brings its own
 # sizes, vocab.txt and ngram.txt. The rate: PD98 CWS from the tiny pretrained ZEN 2.0 (4 × 128) reached dev F1
 # 91.7 after one epoch at 1e-3 against 90.5 at 5e-4 (small models take rates well above BERT-base's 5e-5).
@@ -70,11 +138,14 @@ FROM_PRETRAINED = {"model.vocab": None, "model.ngram": None, "train.lr": 1e-3}
 
 
 def task_defaults(task: str) -> TaskDefaults:
-    try:
+    if task in TASK_DEFAULTS:
         return TASK_DEFAULTS[task]
-    except KeyError:
-        raise ZenError(f"--task {task}: no default data for this task (defaults exist for "
-                       f"{', '.join(TASK_DEFAULTS)}); give --train (and --dev, --test) or --recipe") from None
+    from zencli.tasks.base import task_names
+
+    if task not in task_names():  # a mistyped task is an unknown task, not one without default data
+        raise ZenError(f"--task: {unknown_task(task, task_names())}")
+    raise ZenError(f"--task {task}: no default data for this task (defaults exist for "
+                   f"{', '.join(TASK_DEFAULTS)}); give --train (and --dev, --test) or --recipe")
 
 
 def locate_dataset(name: str, *, console=None) -> Path:

@@ -3,7 +3,8 @@
 `zen finetune --task T` with no recipe, data or vocabulary is the default pipeline's third step: the task's
 built-in recipe (zencli.workspace.TASK_DEFAULTS: ner → finetune-pd98-ner on PD98 ner/{train,dev,test}.tsv,
 also cws, pos, sa) adapted to a pretrained model, starting from the workspace's `zen pretrain` model (or
---model), into WORKDIR/finetune-T."""
+--model), into WORKDIR/finetune-T, with the training time `zen quickstart` gives the step (--max-minutes
+changes it). Without a recipe but with data files, a model trained from scratch starts from that recipe too."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, 
                                                      "model.ngram"))
     return recipe is None and not given and not overridden(overrides, "data.train", "data.dev", "data.test",
                                                            "model.vocab", "model.ngram")
+
+
+def announce(cfg) -> None:
+    """Say how long the pipeline's fine-tuning step is expected to take, before it starts."""
+    from zencli.jobs.finetune import expected_duration
+
+    err_console.print(expected_duration(cfg), markup=False, highlight=False, soft_wrap=True)
 
 
 def finetune(
@@ -72,7 +80,9 @@ def finetune(
     as JSON beside the model, and resumes from its checkpoints when run again with the same output.
 
     `zen finetune --task ner` alone (no recipe, data or vocab): the task's built-in recipe on its default
-    data (ner/cws/pos: PD98, sa: sentiment), from the workspace's pretrained model, into WORKDIR/finetune-ner."""
+    data (ner/cws/pos: PD98, sa: sentiment), from the workspace's pretrained model, into WORKDIR/finetune-ner,
+    for the training time `zen quickstart` gives the step. With data files but no recipe or --model, the
+    model is trained from scratch with that recipe's settings (a tiny encoder)."""
     from zencli.config.loading import to_dict
 
     options = {
@@ -92,6 +102,7 @@ def finetune(
                           f"{ws.finetuned_model(name)}); --overwrite trains again · next: "
                           f"{ws.command('predict < input.txt')}", markup=False, highlight=False, soft_wrap=True)
             return
+        announce(cfg)
     elif workdir is not None:
         raise ZenError("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data "
                        "files or --vocab/--ngram; here those name the run (set its output with --output)")

@@ -12,30 +12,73 @@ app = typer.Typer(help="Inspect and convert model directories (zen, released ZEN
 
 
 @app.command("info")
-def info(directory: Path = typer.Argument(..., help="A zen, released ZEN or BERT model directory.")) -> None:
-    """Show what a model directory holds: kind, encoder, sizes, parameters, vocab and lexicon."""
+def info(
+    directory: Path = typer.Argument(..., help="A fine-tuned or pretrained zen model directory (or the output "
+                                     "directory of `zen finetune` / `zen pretrain`), released ZEN or BERT."),
+    as_json: bool = typer.Option(False, "--json", help="Print the description as JSON."),
+) -> None:
+    """Show what a model directory holds: kind, task and labels, encoder sizes, parameters, vocab and
+    lexicon, and the scores written beside it."""
+    import json
+
+    from zencli.tasks.info import describe_model
+
+    d = describe_model(directory)
+    if as_json:
+        typer.echo(json.dumps(d, ensure_ascii=False, indent=1))
+        return
+    _print_info(d)
+
+
+def _print_info(d: dict) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    from zencli.model.sources import load_pretrained
-
-    p = load_pretrained(directory)
-    cfg = p.model.config
-    t = Table(title=f"{directory} ({p.kind})", show_header=False)
+    t = Table(title=escape(f"{d['path']} ({d['kind']})"), show_header=False)
     t.add_column("key")
-    t.add_column("value")
-    rows = [
-        ("encoder", cfg.encoder),
-        ("layers × hidden", f"{cfg.num_hidden_layers} × {cfg.hidden_size} ({cfg.num_attention_heads} heads)"),
-        ("n-gram layers", str(cfg.num_hidden_word_layers) if cfg.encoder != "bert" else "—"),
-        ("vocab rows", f"{cfg.vocab_size:,}"),
-        ("n-gram rows", f"{cfg.word_size:,}" if cfg.encoder != "bert" else "—"),
-        ("parameters", f"{sum(x.numel() for x in p.model.parameters()):,}"),
-        ("vocab.txt", str(p.vocab) if p.vocab else "missing"),
-        ("ngram.txt", str(p.ngram) if p.ngram else "missing"),
-    ]
+    t.add_column("value", overflow="fold")
+    rows: list[tuple[str, str]] = []
+    task = d.get("task")
+    if task:
+        labels = task["labels"] or []
+        shown = ", ".join(labels[:24]) + (f", … ({len(labels) - 24} more)" if len(labels) > 24 else "")
+        rows += [("task", f"{task['name']} ({task['description']})"),
+                 ("labels", f"{len(labels)}" + (f" {task['scheme']}" if task["scheme"] else "")
+                  + (f", one per {task['level']}" if task["level"] else "") + (f": {shown}" if labels else "")),
+                 ("decoder", f"{task['decoder']} · max_seq_len {task['max_seq_len']}")]
+    e = d.get("encoder")
+    if e:
+        ngrams = e["type"] != "bert"
+        rows += [("encoder", e["type"]),
+                 ("layers × hidden", (f"{e['layers']} × {e['hidden_size']} ({e['heads']} heads, FFN "
+                                      f"{e['intermediate_size']})")),
+                 ("n-gram layers", str(e["ngram_layers"]) if ngrams else "—"),
+                 ("vocab rows", f"{e['vocab_rows']:,}"),
+                 ("n-gram rows", f"{e['ngram_rows']:,}" if ngrams else "—")]
+    if d.get("chte"):
+        c = d["chte"]
+        rows.append(("CHTE", ", ".join(f"{k} {v}" for k, v in c.items() if k in (
+            "n_layers", "n_heads", "n_linear_heads", "head_dim", "ffn_size", "cnn_windows", "char_vocab_size",
+            "bigram_vocab_size"))))
+    rows.append(("parameters", f"{d['parameters']:,}"))
+    rows += [(name, path or ("— (no n-gram side)" if name == "ngram.txt" and not e else "missing"))
+             for name, path in d["files"].items()]
+    if d.get("source"):
+        rows.append(("encoder source", d["source"]))
+    for name, s in (d.get("scores") or {}).items():
+        if name == "heldout":
+            rows.append(("held-out (pretraining)", (f"masked-char acc {_num(s['masked_acc'])}, MLM loss "
+                                                    f"{_num(s['mlm_loss'])} at step {s['step']}")))
+        else:
+            step = f" at step {s['step']}" if s.get("step") is not None else ""
+            rows.append((f"{name} score", f"{s['metric']} {_num(s['value'])}{step} ({s['gold']})"))
     for k, v in rows:
-        t.add_row(k, v)
+        t.add_row(escape(k), escape(str(v)))
     console.print(t)
+
+
+def _num(v) -> str:
+    return "n/a" if v is None else f"{v:.4f}"
 
 
 @app.command("import")

@@ -26,6 +26,13 @@ def uses_workspace(recipe: str | None, overrides: list[str]) -> bool:
     return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
 
 
+def announce(cfg) -> None:
+    """Say how long the pipeline's pretraining step is expected to take, before it starts."""
+    from zencli.jobs.pretrain import expected_duration
+
+    err_console.print(expected_duration(cfg), markup=False, highlight=False, soft_wrap=True)
+
+
 def pretrain(
     recipe: str | None = RECIPE,
     overrides: list[str] = OVERRIDES,
@@ -52,7 +59,8 @@ def pretrain(
     OUTPUT/model (a zen model directory) and OUTPUT/results.json. Run it again to continue.
 
     Without --recipe (or a corpus, vocab, lexicon or checkpoint in --set): the tiny ZEN 2.0 recipe
-    (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain."""
+    (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain,
+    with the training time `zen quickstart` gives the step (--max-minutes changes it)."""
     options = {"train.output_dir": output, "train.resume": resume, "train.max_steps": max_steps,
                "train.max_minutes": max_minutes, "train.overwrite": True if overwrite else None}
     chained = uses_workspace(recipe, overrides)
@@ -64,6 +72,7 @@ def pretrain(
                           f"--overwrite trains again · next: {ws.command('finetune --task ner')}", markup=False,
                           highlight=False, soft_wrap=True)
             return
+        announce(cfg)
     elif workdir is not None:
         raise ZenError("--workdir: the workspace is used by `zen pretrain` without a recipe, corpus, vocab or "
                        "lexicon; here those name the run (set its output with --output)")

@@ -31,10 +31,8 @@ import typer
 from zencli import formatting as fmt
 from zencli.cli.common import WORKDIR_OPTION, console, err_console
 from zencli.errors import ZenError
-from zencli.workspace import CORPUS, Workspace
+from zencli.workspace import CORPUS, QUICKSTART_MINUTES, Workspace, budget
 
-PRETRAIN_SHARE = 0.45  # of --minutes: pretraining's train.max_minutes
-FINETUNE_SHARE = 0.25  # of --minutes: fine-tuning's train.max_minutes
 TASK = "ner"
 # Written for this demo (not corpus text): names, places and organisations for the NER model to find.
 SENTENCES = (
@@ -54,15 +52,8 @@ class Step:
     outputs: list[str] = field(default_factory=list)
 
 
-def budget(minutes: float) -> dict[str, float]:
-    """How `--minutes` is split: training time (train.max_minutes) of pretraining and fine-tuning."""
-    return {"minutes": minutes, "pretrain_minutes": round(PRETRAIN_SHARE * minutes, 4),
-            "finetune_minutes": round(FINETUNE_SHARE * minutes, 4),
-            "other_minutes": round((1 - PRETRAIN_SHARE - FINETUNE_SHARE) * minutes, 4)}
-
-
 def quickstart(
-    minutes: float = typer.Option(15.0, "--minutes", "-m", help="Time budget of the whole run: 45% for "
+    minutes: float = typer.Option(QUICKSTART_MINUTES, "--minutes", "-m", help="Time budget of the whole run: 45% for "
                                   "pretraining, 25% for fine-tuning, the rest for the other steps."),
     workdir: Optional[Path] = WORKDIR_OPTION,
     pretrain_set: list[str] = typer.Option([], "--pretrain-set", help="KEY=VALUE for the pretraining step, as "
@@ -157,7 +148,7 @@ def _lexicon(step: Step, ws: Workspace, summary: dict) -> None:
 
 
 def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.pretrain import report
+    from zencli.cli.pretrain import announce, report
     from zencli.jobs.pretrain import workspace_config
 
     if ws.pretrain_done():
@@ -170,6 +161,7 @@ def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
 
         budgeted = [f"train.max_minutes={plan['pretrain_minutes']}", *sets]  # a --pretrain-set may change it
         cfg = workspace_config(ws, budgeted, {}, console=err_console)
+        announce(cfg)
         result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
         report(result, ws)
         results = result.results
@@ -199,7 +191,7 @@ def _pretrain(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
 
 
 def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: bool, summary: dict) -> None:
-    from zencli.cli.finetune import report
+    from zencli.cli.finetune import announce, report
     from zencli.jobs.finetune import workspace_config
 
     model = ws.finetuned_model(TASK)
@@ -213,6 +205,7 @@ def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
         # test is scored by the next step (once, not twice); a --finetune-set may change either
         budgeted = ["data.test=null", f"train.max_minutes={plan['finetune_minutes']}", *sets]
         cfg = workspace_config(ws, budgeted, {"task.name": TASK}, console=err_console)
+        announce(cfg)
         result = run_finetune(cfg, console=err_console, show_progress=not quiet)
         report(result, ws)
         trained = result.step - result.start_step

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import typer
 import yaml
 
@@ -39,3 +41,7 @@ def show(
 
     cfg = load_job_recipe(name, overrides)
     typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), nl=False)
+    for first, second, what, how in getattr(cfg, "ALTERNATIVES", ()):
+        value = functools.reduce(getattr, first.split("."), cfg)
+        if value is not None:  # YAML comments: the output stays a recipe
+            typer.echo(f"# {second}: null = from {first}: {value:g} ({what}, {how})")

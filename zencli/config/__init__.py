@@ -8,7 +8,9 @@ from zencli.config.loading import (
     load_recipe,
     read_recipe_data,
     resolve_recipe_path,
+    settle_alternatives,
     to_dict,
+    typed_keys,
 )
 from zencli.config.schema import JOBS
 from zencli.errors import ZenError
@@ -27,6 +29,7 @@ def load_job_recipe(name_or_file, overrides=None, expected_job: str | None = Non
     if expected_job is not None and job != expected_job:
         raise ZenError(f"{path}: job: this recipe is for `zen {job}`, not `zen {expected_job}`")
     data = apply_overrides(data, list(overrides or []))
+    settle_alternatives(JOBS[job], data, typed_keys(overrides or []), str(path))
     source = str(path) + (" (with --set)" if overrides else "")
     return from_dict(JOBS[job], data, source=source)
 

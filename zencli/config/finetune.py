@@ -5,8 +5,14 @@
     data:  {train: ..., dev: ..., test: ..., format: auto}         # DataSection
     model: {encoder: zen2, pretrained: DIR | null, vocab, ngram, sizes, chte: {...}}   # ModelSection
     train: {lr: 5e-5, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
-    epochs: 3          # when set, train.max_steps = ceil(epochs × training examples / batch_size)
-    warmup_ratio: 0.1  # when set, train.warmup_ratio (a share of the planned steps, also of a time budget's)
+    epochs: 3          # or train.max_steps: the step count is ceil(epochs × training inputs / batch_size)
+    warmup_ratio: 0.1  # or train.warmup_steps: sets train.warmup_ratio (a share of the planned steps, also
+                       # of those a time budget fits)
+
+Each pair sets one thing: with `epochs` the recipe's `train.max_steps` is null (computed when the data is
+read), a step count typed on the command line (`--max-steps`, `--set train.max_steps=N`) replaces the recipe's
+epochs (and the other way round, as `train.warmup_steps` and `warmup_ratio` do), and both in one recipe or
+both typed is an error naming the two keys. `warmup_ratio` beside `train.warmup_ratio` is an error too.
 
 Fine-tuning reads `train.eval_every: 0` as "once per epoch" when there is a dev file (the dev score is what
 picks the best checkpoint), and `train.best_metric: null` as the task's main score. This module imports
@@ -15,9 +21,10 @@ nothing heavy, so `zen recipe show` stays fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from zencli.errors import ZenError
 from zencli.train.settings import TrainSettings
@@ -169,11 +176,18 @@ class FinetuneTrainSettings(TrainSettings):
     (each holds the optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
 
     lr: float = 5e-5
-    max_steps: int = 1000
+    max_steps: int | None = 1000  # null: from the recipe's `epochs`
+    warmup_steps: int | None = 0  # null: from the recipe's `warmup_ratio`
     batch_size: int = 32
     save_every: int = 500
     keep_last: int = 1
     output_dir: Path = Path("runs/finetune")
+
+    def validate(self) -> None:
+        # counts left null are derived once the data is read (FinetuneConfig.step_counts) and checked then
+        warmup = 0 if self.warmup_steps is None else self.warmup_steps
+        TrainSettings.validate(replace(self, warmup_steps=warmup,
+                                       max_steps=max(1, warmup) if self.max_steps is None else self.max_steps))
 
 
 @dataclass
@@ -186,11 +200,34 @@ class FinetuneConfig:
     epochs: float | None = None
     warmup_ratio: float | None = None
 
+    # (key, the key it derives, what both set, how it is derived): zencli.config.loading.settle_alternatives
+    ALTERNATIVES: ClassVar = (
+        ("epochs", "train.max_steps", "the number of training steps", "counted when the data is read"),
+        ("warmup_ratio", "train.warmup_steps", "the warm-up",
+         "run as train.warmup_ratio: a share of the planned steps, also of those a time budget fits"))
+
+    def step_counts(self, inputs: int) -> tuple[int, int, float]:
+        """(max_steps, warmup_steps, warmup_ratio) of a run on `inputs` training inputs. A warmup_ratio stays a
+        ratio: the loop takes its share of the planned steps, which a time budget may shorten."""
+        t = self.train
+        if self.epochs is not None:
+            steps = max(1, math.ceil(self.epochs * inputs / t.batch_size))
+        else:
+            steps = t.max_steps if t.max_steps is not None else FinetuneTrainSettings.max_steps
+        if self.warmup_ratio is not None:
+            return steps, 0, self.warmup_ratio
+        return steps, t.warmup_steps or 0, t.warmup_ratio
+
     def validate(self) -> None:
         if self.epochs is not None and self.epochs <= 0:
             raise ZenError(f"epochs: expected a number > 0 or null, got {self.epochs}")
         if self.warmup_ratio is not None and not 0.0 <= self.warmup_ratio < 1.0:
             raise ZenError(f"warmup_ratio: expected a fraction in [0, 1) or null, got {self.warmup_ratio}")
+        if self.warmup_ratio is not None:
+            key = "warmup_steps" if self.train.warmup_steps else "warmup_ratio" if self.train.warmup_ratio else None
+            if key:  # warmup_steps and warmup_ratio are settled when loading; a config built in code may hold both
+                raise ZenError(f"warmup_ratio, train.{key}: set one warm-up, not both (warmup_ratio "
+                               f"{self.warmup_ratio}, train.{key} {getattr(self.train, key)})")
         m = self.model
         if m.encoder == "chte" and m.pretrained is None and m.ngram is not None:
             raise ZenError("model.ngram: CHTE from characters uses char and bigram embeddings, no n-gram "

@@ -9,15 +9,15 @@ parsed as YAML scalars and applied before validation, so they are checked the sa
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from zencli.errors import ZenError
+from zencli.errors import ZenError, did_you_mean
 
 T = TypeVar("T")
 
@@ -111,8 +111,7 @@ def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", pre
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     for k in data:
         if k not in fields:
-            close = difflib.get_close_matches(str(k), list(fields), n=1)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
+            hint = did_you_mean(str(k), fields, prefix)
             valid = ", ".join(fields)
             raise ZenError(f"{source}: unknown key '{prefix}{k}'{hint}; valid keys here: {valid}")
     kwargs = {}
@@ -175,6 +174,53 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def _get(data: dict[str, Any], key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def _set(data: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    for part in parents:
+        nxt = data.get(part)
+        if nxt is None:
+            nxt = data[part] = {}
+        elif not isinstance(nxt, dict):
+            return  # not a section: validation names the key
+        data = nxt
+    data[last] = value
+
+
+def settle_alternatives(cls: type, data: dict[str, Any], typed: Iterable[str], source: str) -> None:
+    """Settings a class lets you give two ways (`cls.ALTERNATIVES`: (key, derived key, what they set), e.g.
+    fine-tuning's `epochs` and `train.max_steps`): what was typed on the command line (`typed`: dotted keys
+    from --set and options) beats the recipe's other key; both typed, or both set in one recipe, is an error
+    naming the two. The derived key is left null when the first is set: it is computed at run time."""
+    typed = set(typed)
+    for first, second, what, _how in getattr(cls, "ALTERNATIVES", ()):
+        a, b = _get(data, first), _get(data, second)
+        typed_a, typed_b = first in typed and a is not None, second in typed and b is not None
+        if typed_a and typed_b:
+            raise ZenError(f"{first} and {second}: both given on the command line; they set the same thing "
+                           f"({what}): give one")
+        if typed_b:  # the recipe's `first` gives way
+            a = None
+            _set(data, first, None)
+        elif not typed_a and a is not None and b is not None:
+            raise ZenError(f"{source}: {first} and {second} are both set; they set the same thing ({what}): "
+                           f"keep one")
+        if a is not None:  # typed, or the recipe's alone: the derived key is computed at run time
+            _set(data, second, None)
+
+
+def typed_keys(overrides: Iterable[str], options: dict[str, Any] | None = None) -> set[str]:
+    keys = {".".join(parse_override(text)[0]) for text in overrides}
+    return keys | {k for k, v in (options or {}).items() if v is not None}
+
+
 def resolve_recipe_path(name_or_file: str | Path) -> Path:
     """A recipe argument is a YAML file path or the name of a built-in recipe in recipes/."""
     p = Path(name_or_file)
@@ -186,8 +232,7 @@ def resolve_recipe_path(name_or_file: str | Path) -> Path:
     if candidate.is_file():
         return candidate
     names = list_recipes()
-    close = difflib.get_close_matches(str(name_or_file), names, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    hint = did_you_mean(str(name_or_file), names)
     raise ZenError(f"recipe '{name_or_file}' not found: not a file and not a built-in recipe{hint}; "
                    f"see `zen recipe list`")
 
@@ -223,6 +268,7 @@ def load_recipe(cls: type[T], name_or_file: str | Path | None, overrides: list[s
         data, path = read_recipe_data(name_or_file)
         source = str(path)
     data = apply_overrides(data, list(overrides or []))
+    settle_alternatives(cls, data, typed_keys(overrides or []), source)
     if overrides:
         source += " (with --set)"
     return from_dict(cls, data, source=source)
@@ -252,6 +298,7 @@ def build_job_config(cls: type[T], job: str, recipe: str | Path | None, override
                 raise ZenError(f"{source}: '{part}' is not a section")
             node = nxt
         node[last] = value
+    settle_alternatives(cls, data, typed_keys(overrides or [], given), source)
     if recipe is not None and (overrides or given):
         source += " (with command-line settings)"
     return from_dict(cls, data, source=source)

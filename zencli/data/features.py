@@ -39,6 +39,7 @@ Char-level tasks (CWS, POS, NER) need one token per input character so labels st
 from __future__ import annotations
 
 import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -318,6 +319,20 @@ def _rank_in_group(seq: np.ndarray, n_groups: int) -> np.ndarray:
 def released_slot_cap(n_tokens: int, max_seq_len: int, max_ngram_in_seq: int = 128) -> int:
     """Slots the released rules allow a sequence of n_tokens (specials included)."""
     return int(released_cap(np.array([n_tokens]), max_seq_len, max_ngram_in_seq)[0])
+
+
+def unmatchable_ngrams(lexicon: Lexicon, vocab: Vocab) -> tuple[list[int], Counter[str]]:
+    """The lexicon's n-grams that can never match (0-based rows of ngram.txt): those holding a token the
+    vocabulary lacks (`NgramMatcher.from_lexicon` looks tokens up with `vocab.get`), and the missing tokens
+    with the number of n-grams each one spoils."""
+    rows: list[int] = []
+    missing: Counter[str] = Counter()
+    for i, g in enumerate(lexicon.ngrams):
+        lacking = {t for t in g if vocab.get(t) is None}
+        if lacking:
+            rows.append(i)
+            missing.update(lacking)
+    return rows, missing
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Job assembly: recipe + `--set` overrides + options → a typed config, and the workspace's defaults chain.
 
     zencli.jobs.lexicon    build_config (LexiconConfig), build_workspace_lexicon (`zen lexicon`, no arguments)
-    zencli.jobs.pretrain   build_config (PretrainConfig), workspace_config (`zen pretrain`, no recipe)
-    zencli.jobs.finetune   build_config (FinetuneConfig), workspace_config (`zen finetune --task T`, no recipe)
+    zencli.jobs.pretrain   build_config (PretrainConfig), workspace_config (`zen pretrain`, no recipe),
+                           expected_duration (the line said before the step starts)
+    zencli.jobs.finetune   build_config (FinetuneConfig; without a recipe, a from-scratch run starts from the
+                           task's tiny recipe), workspace_config (`zen finetune --task T`), expected_duration
 
 The command modules (zencli.cli), the quickstart and the benchmarks call these, so a command and a
 benchmark that names the same recipe and settings train exactly the same thing. This layer sits above

@@ -33,7 +33,7 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
     from zencli.lexicon.extract import build as run_build
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
-    from zencli.workspace import LEXICON_RECIPE, default_corpus
+    from zencli.workspace import LEXICON_RECIPE, default_corpus, expected_lexicon
 
     console = console or Console(stderr=True)
     if ws.lexicon_done() and not overwrite:
@@ -43,6 +43,7 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
                       soft_wrap=True)
         return summary
     train, _ = default_corpus(data, console=console)
+    console.print(expected_lexicon(train), markup=False, highlight=False, soft_wrap=True)
     ws.lexicon_summary.unlink(missing_ok=True)  # unfinished until written again
     ws.lexicon_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -20,11 +20,21 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
                      console=None) -> PretrainConfig:
     """The settings of `zen pretrain` on the defaults chain: recipe pretrain-zh-tiny on the default corpus
     (PD98 raw train, held-out dev; `data`: its dataset directory, default located) with the workspace's
-    vocab.txt / ngram.txt, writing WORK/pretrain; `--set` overrides and options still win."""
-    from zencli.workspace import PRETRAIN_RECIPE, as_overrides, default_corpus
+    vocab.txt / ngram.txt, writing WORK/pretrain, for the training time `zen quickstart` gives the step
+    (zencli.workspace.STEP_MINUTES); `--set` overrides and options still win."""
+    from zencli.workspace import PRETRAIN_RECIPE, STEP_MINUTES, as_overrides, default_corpus
 
     vocab, ngram = ws.require_lexicon()
     train, heldout = default_corpus(data, console=console)
     defaults: dict[str, Any] = {"data.corpus": [train], "data.heldout": [heldout], "data.vocab": vocab,
-                                "data.ngram": ngram, "data.build_missing": False, "train.output_dir": ws.pretrain_dir}
+                                "data.ngram": ngram, "data.build_missing": False, "train.output_dir": ws.pretrain_dir,
+                                "train.max_minutes": STEP_MINUTES["pretrain_minutes"]}
     return build_config(PRETRAIN_RECIPE, [*as_overrides(defaults), *overrides], options)
+
+
+def expected_duration(cfg: PretrainConfig) -> str:
+    """The line the pipeline's pretraining step prints before it starts: how long it is expected to take."""
+    from zencli.workspace import expected_training
+
+    return expected_training("pretrain", cfg.train.max_minutes, f"all {cfg.train.max_steps:,} steps",
+                             "making the shards once and scoring the held-out text")

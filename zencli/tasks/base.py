@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from zencli.errors import ZenError
+from zencli.errors import ZenError, unknown_task
 
 if TYPE_CHECKING:
     import numpy as np
@@ -229,5 +229,5 @@ def task_class(name: str) -> type[Task]:
     """The registered task called `name`; ZenError listing the known ones otherwise."""
     _discover()
     if name not in _TASKS:
-        raise ZenError(f"task.name: unknown task {name!r}; expected one of {', '.join(sorted(_TASKS))}")
+        raise ZenError(f"task.name: {unknown_task(name, _TASKS)}")
     return _TASKS[name]

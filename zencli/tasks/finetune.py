@@ -127,14 +127,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
 
     s = replace(cfg.train)
     steps_per_epoch = max(1, math.ceil(len(records) / s.batch_size))
-    if cfg.epochs is not None:
-        s.max_steps = max(1, math.ceil(cfg.epochs * len(records) / s.batch_size))
-    if cfg.warmup_ratio is not None:
-        key = "warmup_steps" if s.warmup_steps else "warmup_ratio" if s.warmup_ratio else None
-        if key:
-            raise ZenError(f"warmup_ratio, train.{key}: set one warm-up, not both (warmup_ratio {cfg.warmup_ratio}, "
-                           f"train.{key} {getattr(s, key)})")
-        s.warmup_ratio = cfg.warmup_ratio  # a share of the planned steps, also of those fitted into max_minutes
+    s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(len(records))
     if dev_gold is not None:
         if s.eval_every == 0:
             s.eval_every = min(steps_per_epoch, s.max_steps)

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from zencli.atomic_write import atomic_write_path, atomic_write_text
 from zencli.config.finetune import FinetuneConfig, ModelSection, TaskSection
 from zencli.config.loading import from_dict, to_dict
-from zencli.data.features import CharIds
+from zencli.data.features import CharIds, unmatchable_ngrams
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.checkpoint import (
@@ -207,7 +207,10 @@ def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
         _check_positions(config, max_seq_len, "model.max_position_embeddings")
         encoder = ZenModel(config)  # ZenConfig's dropout (0.1) unless the recipe sets it
         encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
-        return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder")
+        word = m.num_hidden_word_layers
+        sizes = f"{m.num_hidden_layers} × {m.hidden_size}" + (
+            f", {word} n-gram layer{'s' if word != 1 else ''}" if kind != "bert" else "")
+        return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder ({sizes})")
 
     d = Path(m.pretrained)
     want = m.encoder
@@ -354,6 +357,8 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         notes.append(f"CHTE char table: {len(vocab) - len(SPECIAL_TOKENS):,} chars seen >= {m.chte.min_count} "
                      f"times in training (others share [UNK])")
     lexicon = Lexicon.load(source.ngram) if source.ngram is not None else None
+    if lexicon is not None:
+        notes += _unmatchable_note(lexicon, vocab, source)
     lowercase, strip_accents = m.lowercase, None
     if side is not None:
         if lowercase is None:
@@ -420,6 +425,20 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
         chte=None if chte is None else _chte_dict(chte.config), inputs=settings, source=source.description,
         notes=notes)
     return model, inputs, spec
+
+
+def _unmatchable_note(lexicon: Lexicon, vocab: Vocab, source: EncoderSource) -> list[str]:
+    """A note when n-grams of the lexicon use tokens the vocabulary lacks: they can never match, so the model
+    trains (and predicts) without those words — all of them with a lexicon built for another vocabulary."""
+    rows, missing = unmatchable_ngrams(lexicon, vocab)
+    if not rows:
+        return []
+    sep = " " if lexicon.style == "tokens" else ""
+    examples = ", ".join(repr(sep.join(lexicon.ngrams[i])) for i in rows[:3])
+    tokens = ", ".join(repr(t) for t, _ in missing.most_common(5))
+    return [(f"{source.ngram}: {len(rows):,} of {len(lexicon):,} n-grams use tokens missing from {source.vocab} "
+             f"({len(missing):,} distinct, most often {tokens}) and can never match, e.g. {examples}: build the "
+             f"vocabulary and the lexicon from the same text (or the lexicon with zen lexicon build --vocab)")]
 
 
 def char_vocab(sentences: list, min_count: int) -> Vocab:

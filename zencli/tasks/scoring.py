@@ -57,7 +57,7 @@ from zencli.data.readers import (
 from zencli.data.readers.common import load_json_file, looks_like_json_lines, sample_lines, show
 from zencli.data.readers.pairs import LABEL_ALIASES as NLILABEL_ALIASES
 from zencli.data.readers.tagging import detect_tagging_format, read_tagging
-from zencli.errors import ZenError, where
+from zencli.errors import ZenError, unknown_task, where
 from zencli.metrics import (
     MetricResult,
     score_classification,
@@ -83,7 +83,7 @@ _SCHEME_PREFIXES = {"BIO": "BI", "IOBES": "BIES", "BMES": "BMES"}  # position pr
 
 def check_task(task: str) -> str:
     if task not in TASKS:
-        raise ZenError(f"task {task!r}: expected one of {', '.join(TASKS)}")
+        raise unknown_task(task, TASKS)
     return task
 
 

@@ -41,9 +41,10 @@ punctuation char alone), and output keeps character offsets into the input line.
 
 Output (`zen predict --format`): text — cws: words separated by spaces; pos: `word/TAG`; ner: the input
 with `[entity]/TYPE` marked inline —, json (one object per line: text + words or entities with start/end
-character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in the
-input is kept and tagged like any character; in text and json output a word never spans white space
-(it is split there) and white-space-only words are left out, since a space-separated line cannot hold them.
+character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in a line
+to predict is no token: the model reads the other characters (as in training, whose files hold none),
+nothing tags it (conll output has no line for it), and it cuts words and entities (none holds or is only
+white space); text and json output keep it where it was.
 """
 
 from __future__ import annotations
@@ -68,11 +69,13 @@ from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import Record, Task, register
 from zencli.tasks.scoring import Evaluation, GoldData, score_predictions
 from zencli.text.labels import (
+    SCHEME_PREFIXES,
     SCHEMES,
     continuation_labels,
     detect_scheme,
     labels_from_spans,
     scheme_labels,
+    scheme_name,
     spans_from_labels,
     word_label_of_pieces,
     word_spans,
@@ -165,7 +168,10 @@ class TaggingTask(Task):
             toks = _word_splitter().split_with_offsets(text)
             return TaggedSentence([text[t.start:t.end] for t in toks], None, source, line, "word", text,
                                   [(t.start, t.end) for t in toks])
-        return TaggedSentence(list(text), None, source, line)
+        # White space is no token (the model was trained on none, and no word or entity holds it): the
+        # model reads the other chars, and output puts their labels back at their places in the line.
+        kept = [i for i, c in enumerate(text) if not c.isspace()]
+        return TaggedSentence([text[i] for i in kept], None, source, line, "char", text, [(i, i + 1) for i in kept])
 
     def data_notes(self, gold: GoldData) -> list[str]:
         notes = super().data_notes(gold)
@@ -407,7 +413,11 @@ class TaggingTask(Task):
             train_words = {w for s in train.examples for w in (s.words or [])}
         return score_predictions(gold, items, pred_name=name, pred_format="model", train_words=train_words,
                                  train_words_name=None if train is None else train.path,
-                                 known_labels=self.labels.labels, notes=notes)
+                                 known_labels=self.known_labels(gold), notes=notes)
+
+    def known_labels(self, gold: GoldData) -> Sequence[str]:
+        """The labels the model can predict, as its predictions of `gold` are scored."""
+        return self.labels.labels
 
     # --- output -----------------------------------------------------------------------------------------
     def format_prediction(self, example: TaggedSentence, prediction: Sequence[str], fmt: str) -> str:
@@ -426,13 +436,11 @@ class TaggingTask(Task):
 
     def _spans(self, example: TaggedSentence, labels: Sequence[str]) -> list[Span]:
         """What the output shows — words, tagged words or entities — as (start, end, tag) character spans
-        of `example.text`."""
-        if example.level == "word":
-            offsets = example.word_offsets()
-            return [(offsets[a][0], offsets[b - 1][1], t) for a, b, t in self.units(labels)]
-        if self.name == "ner":
-            return self.units(labels)
-        return words(example.text, labels)
+        of `example.text`; at char level the input's white space cuts them (none holds or is only white
+        space)."""
+        offsets = example.word_offsets()
+        spans = [(offsets[a][0], offsets[b - 1][1], t) for a, b, t in self.units(labels)]
+        return spans if example.level == "word" else cut_at_space(example.text, spans)
 
     @abstractmethod
     def _json_fields(self, text: str, spans: Sequence[Span]) -> dict[str, Any]:
@@ -450,10 +458,10 @@ def _word_splitter():
     return BasicTokenizer(lowercase=False, strip_accents=False)
 
 
-def words(text: str, labels: Sequence[str]) -> list[Span]:
-    """Words (start, end, tag) of segmentation labels, split at white space; white-space-only words dropped."""
+def cut_at_space(text: str, spans: Sequence[Span]) -> list[Span]:
+    """`spans` of `text` cut at white space, white-space-only pieces dropped."""
     out: list[Span] = []
-    for start, end, tag in word_spans(labels):
+    for start, end, tag in spans:
         piece_start = None
         for i in range(start, end + 1):
             space = i == end or text[i].isspace()
@@ -507,9 +515,19 @@ class NerTask(TaggingTask):
                            for p in predictions]
         return super().evaluate(gold, predictions, name=name, train=train)
 
+    def known_labels(self, gold):
+        if gold.info.scheme and gold.info.scheme != self.scheme:
+            # predictions are scored written in the gold file's scheme: its labels of the model's types
+            prefixes = sorted(SCHEME_PREFIXES[scheme_name(gold.info.scheme)] - {"O"})
+            return ["O", *(f"{p}-{t}" for t in sorted(self._types()) for p in prefixes)]
+        return super().known_labels(gold)
+
+    def _types(self) -> set[str]:
+        return {lab.split("-", 1)[1] for lab in self.labels.labels if "-" in lab}
+
     def unseen_labels(self, gold):
         if gold.info.scheme and gold.info.scheme != self.scheme:
-            types = {t for lab in self.labels.labels if "-" in lab for t in [lab.split("-", 1)[1]]}
+            types = self._types()
             counts = Counter(lab for s in gold.examples for lab in (s.labels or [])
                              if lab != "O" and lab.split("-", 1)[-1] not in types)
             return dict(sorted(counts.items()))

@@ -14,7 +14,7 @@ from zencli.data.readers.mrc import MRC_FORMATS, read_mrc
 from zencli.data.readers.pairs import PAIR_FORMATS, read_pairs
 from zencli.data.readers.qa import QA_FORMATS, read_qa
 from zencli.data.readers.tagging import TAGGING_FORMATS, read_tagging
-from zencli.errors import ZenError
+from zencli.errors import unknown_task
 
 # task → the formats its reader accepts (besides "auto").
 TASK_FORMATS: dict[str, tuple[str, ...]] = {
@@ -35,7 +35,7 @@ def read_task_file(path: str | Path, task: str, fmt: str = "auto", header: bool 
     detected from its first lines). `header` overrides header detection for TAB-separated sentence,
     pair and QA files. Returns the examples and a `ReadInfo` with the format used and the counts."""
     if task not in TASK_FORMATS:
-        raise ZenError(f"task {task!r}: expected one of {', '.join(TASKS)}")
+        raise unknown_task(task, TASKS)
     if task in TAGGING_FORMATS:
         return read_tagging(path, task, fmt)
     if task in ("dc", "sa"):

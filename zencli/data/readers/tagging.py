@@ -39,6 +39,7 @@ contain whitespace → sighan; otherwise raw.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -66,6 +67,7 @@ from zencli.data.readers.schemes import (
 )
 from zencli.errors import ZenError, where
 from zencli.text.reading import iter_lines
+from zencli.text.tokenizer import is_removed
 
 TAGGING_TASKS = ("cws", "pos", "ner")
 TAGGING_FORMATS: dict[str, tuple[str, ...]] = {
@@ -83,6 +85,8 @@ _LABEL_SHAPE = {
     "pos": re.compile(r"[A-Za-z]-\S+\Z"),
     "ner": re.compile(r"(O|[A-Za-z]-\S+)\Z"),
 }
+_TOKEN_LINES = ("conll", "conll-word")  # formats with one token a line, a sentence's lines in a row
+_SENTENCE_LINES = ("sighan", "x02", "word-slash", "raw")  # one sentence a line
 _SLASH_TOKEN = re.compile(r".+/[^/\s]+\Z")
 _CONLLU_ID = re.compile(r"[0-9]+(?:[-.][0-9]+)?\Z")
 
@@ -93,26 +97,30 @@ class TaggedSentence:
     `line` is the file line the sentence starts on; `source` the file it came from.
 
     `level == "word"`: `chars` holds words (one label each), and `offsets` their [start, end) in `text`:
-    the input line for `zen predict`, else the words joined by single spaces."""
+    the input line for `zen predict`, else the words joined by single spaces. A line to predict at char
+    level keeps its white space in `line_text` only: `chars` are the other characters, `offsets` where
+    each one sits in the line (white space is no token and gets no label)."""
 
     chars: list[str]
     labels: list[str] | None
     source: str
     line: int
     level: str = "char"
-    line_text: str | None = None  # word level: the line the words were cut from (offsets point into it)
+    line_text: str | None = None  # the line the tokens were cut from (offsets point into it)
     offsets: list[tuple[int, int]] | None = None
 
     @property
     def text(self) -> str:
-        if self.level == "word":
-            return " ".join(self.chars) if self.line_text is None else self.line_text
-        return "".join(self.chars)
+        if self.line_text is not None:
+            return self.line_text
+        return " ".join(self.chars) if self.level == "word" else "".join(self.chars)
 
     def word_offsets(self) -> list[tuple[int, int]]:
-        """Word level: each word's [start, end) in `text`."""
+        """Each token's (word's, or char's) [start, end) in `text`."""
         if self.offsets is not None:
             return self.offsets
+        if self.level == "char":
+            return [(i, i + 1) for i in range(len(self.chars))]
         out, pos = [], 0
         for w in self.chars:
             out.append((pos, pos + len(w)))
@@ -425,6 +433,38 @@ def read_tagging(path: str | Path, task: str, fmt: str = "auto") -> tuple[list[T
     return sentences, info
 
 
+def _note_odd_characters(sentences: list[TaggedSentence], info: ReadInfo) -> None:
+    """Notes for characters that are no text: control characters and the others BERT's tokenizer drops (NUL,
+    U+FFFD, …; `is_removed`) — a char-level file reads each as one character with a label, which the model
+    sees as [UNK], and in a word the tokenizer drops them —, and white space as a labelled character (never
+    a token of the text `zen predict` reads). Like the other readers, the file is read as it is; the note
+    says how many, which, and the line of the first sentence holding one."""
+    word = info.level == "word"
+    distinct = set(itertools.chain.from_iterable(s.chars for s in sentences))
+    if word:
+        distinct = set(itertools.chain.from_iterable(distinct))
+    kinds = [("control characters", {c for c in distinct if is_removed(c)},
+              "dropped by the tokenizer from their words" if word
+              else "read as characters with labels, each [UNK] to the model (check the file's encoding)")]
+    if not word and info.labelled:
+        kinds.append(("white-space characters", {c for c in distinct if c.isspace() and not is_removed(c)},
+                      "read as characters with labels (`zen predict` never reads white space as a character)"))
+    for what, odd, how in kinds:
+        if not odd:
+            continue
+        found: Counter[str] = Counter()
+        first = None
+        for s in sentences:
+            here = [i for i, tok in enumerate(s.chars) if any(c in odd for c in tok)]
+            if here and first is None:  # one token a line: its own line; else the sentence's (its line)
+                first = s.line + here[0] if info.format in _TOKEN_LINES else s.line
+            found.update(c for i in here for c in s.chars[i] if c in odd)
+        shown = ", ".join(f"U+{ord(c):04X} ×{n:,}" for c, n in found.most_common(5))
+        at = f"line {first}" if info.format in _TOKEN_LINES + _SENTENCE_LINES else f"the sentence at line {first}"
+        info.notes.append(f"{sum(found.values()):,} {what} ({shown}{', …' if len(found) > 5 else ''}) {how}; "
+                          f"the first at {at}")
+
+
 def _iob1_to_iob2(sentences: list[TaggedSentence], info: ReadInfo) -> None:
     """An IOB1 file (entities start with `I-X`; `B-X` only where an entity follows one of the same type)
     is relabelled in IOB2: the same entities as conlleval reads them in either. Files with any other
@@ -463,6 +503,7 @@ def _summarise(sentences: list[TaggedSentence], info: ReadInfo, checker: _LabelC
         if s.labels is not None:
             counts.update(s.labels)
     info.label_counts = dict(sorted(counts.items()))
+    _note_odd_characters(sentences, info)
     if not info.labelled:
         return
     if info.level == "word":
