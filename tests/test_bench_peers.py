@@ -33,3 +33,12 @@ def test_cli_rejects_unknown_mode() -> None:
     result = CliRunner().invoke(app, ["bench", "peers", "--modes", "fly", "--sizes", "1x64x1"])
     assert isinstance(result.exception, ZenError)  # main() prints it as one line, exit 2
     assert "--modes" in str(result.exception)
+
+
+def test_bf16_autocast_and_bad_precision() -> None:
+    report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0,
+                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="bf16")
+    assert report["settings"]["precision"] == "bf16" and report["results"][0]["infer"]["zen zen2"]["tokens_per_s"] > 0
+    with pytest.raises(ZenError, match="--precision"):
+        run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0, batch=2,
+            seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="fp8")

@@ -9,7 +9,8 @@ Peers, each only where it is available on this machine (zen ships none of their 
   attention: the same-size plain BERT.
 - zen's own `zen2` and `bert` encoders.
 
-Per size, on the same synthetic batches as `zen bench model` (seq_len tokens, `slots` n-gram slots of
+Per size, on the same synthetic batches as `zen bench model` (on `device`, every model under the same
+`precision` autocast; seq_len tokens, `slots` n-gram slots of
 which ~40% per char are filled; the released model runs its n-gram tower on all `slots`, zen on the
 slots any row uses):
 - inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included);
@@ -50,6 +51,7 @@ from zencli.errors import ZenError
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
 from zencli.train.optim import clip_grad_norm
+from zencli.train.precision import autocast
 
 PEERS = ("released", "hf-bert")
 
@@ -78,34 +80,37 @@ def hf_available() -> bool:
 
 
 class PeerVariant:
-    """A peer model: `train_step` and `infer` with the same clocks as zen's `Variant`."""
+    """A peer model: `train_step` and `infer` with the same clocks and autocast as zen's `Variant`."""
 
     def __init__(self, name: str, pretraining: nn.Module, encoder: nn.Module,
-                 train_fn: Callable[[nn.Module, dict], torch.Tensor], infer_fn: Callable[[nn.Module, dict], Any]):
-        self.name, self.model, self.encoder = name, pretraining, encoder
+                 train_fn: Callable[[nn.Module, dict], torch.Tensor], infer_fn: Callable[[nn.Module, dict], Any],
+                 device: torch.device):
+        self.name, self.model, self.encoder, self.device = name, pretraining.to(device), encoder, device
         self.train_fn, self.infer_fn = train_fn, infer_fn
         self.params = [p for p in pretraining.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
 
-    def train_step(self, batch: dict) -> tuple[float, float]:
+    def train_step(self, batch: dict, precision: str) -> tuple[float, float]:
         self.model.train()
-        clock = Clock(torch.device("cpu"))
-        loss = self.train_fn(self.model, batch)
+        clock = Clock(self.device)
+        with autocast(precision, self.device):
+            loss = self.train_fn(self.model, batch)
         loss.backward()
         clip_grad_norm(self.params, CLIP_NORM)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return clock.lap()
 
-    def infer(self, batch: dict) -> tuple[float, float]:
+    def infer(self, batch: dict, precision: str) -> tuple[float, float]:
         self.encoder.eval()
-        clock = Clock(torch.device("cpu"))
-        with torch.inference_mode():
+        clock = Clock(self.device)
+        with torch.inference_mode(), autocast(precision, self.device):
             self.infer_fn(self.encoder, batch)
         return clock.lap()
 
 
-def released_variant(module: Any, size: ModelSize, vocab_size: int, ngram_rows: int, seed: int) -> PeerVariant:
+def released_variant(module: Any, size: ModelSize, vocab_size: int, ngram_rows: int, seed: int,
+                     device: torch.device) -> PeerVariant:
     torch.manual_seed(seed)
     cfg = module.ZenConfig(vocab_size, word_vocab_size=ngram_rows, hidden_size=size.hidden,
                            num_hidden_layers=size.layers, num_attention_heads=size.heads,
@@ -123,10 +128,10 @@ def released_variant(module: Any, size: ModelSize, vocab_size: int, ngram_rows: 
     def infer(m: nn.Module, b: dict) -> Any:
         return m(*inputs(b), output_all_encoded_layers=False)
 
-    return PeerVariant("released zen2", model, model.bert, train, infer)
+    return PeerVariant("released zen2", model, model.bert, train, infer, device)
 
 
-def hf_variant(size: ModelSize, vocab_size: int, seed: int) -> PeerVariant:
+def hf_variant(size: ModelSize, vocab_size: int, seed: int, device: torch.device) -> PeerVariant:
     from transformers import BertConfig, BertForPreTraining
 
     torch.manual_seed(seed)
@@ -142,12 +147,13 @@ def hf_variant(size: ModelSize, vocab_size: int, seed: int) -> PeerVariant:
     def infer(m: nn.Module, b: dict) -> Any:
         return m(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
 
-    return PeerVariant("hf-bert", model, model.bert, train, infer)
+    return PeerVariant("hf-bert", model, model.bert, train, infer, device)
 
 
 def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[str], steps: int, warmup: int,
         batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int, threads: int, seed: int,
-        log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
+        device: str = "cpu", precision: str = "fp32", log: Callable[[str], None] = lambda s: None,
+        advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
     """Interleaved timings of zen2, zen's bert and the available peers per size; see the module docstring."""
     if threads:
@@ -155,13 +161,19 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     release_mod = load_released(released) if released is not None else None
     if hf and not hf_available():
         raise ZenError("--hf: the transformers package is not installed (pip install transformers)")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ZenError("--device cuda: no CUDA device is available")
+    if precision not in ("fp32", "bf16"):
+        raise ZenError(f"--precision: expected fp32 or bf16, got {precision!r}")
     rng_batches = make_batches(max(2, steps), batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
                                vocab_size=vocab_size,
                                chars=synthetic_chars(batch * seq_len * 4, vocab_size, np.random.default_rng(seed)),
                                matcher=None, ngram_rate=0.4, seed=seed)
     for b in rng_batches:  # the released model's input: the dense P over all slots (host-side, untimed)
         b["released_P"] = ngram_position_matrix(b["ngram_starts"], b["ngram_lengths"], b["ngram_freqs"], seq_len)
-    by_cpu = threads == 1
+    rng_batches = [{k: t.to(dev) for k, t in b.items()} for b in rng_batches]
+    by_cpu = threads == 1 and dev.type == "cpu"
     n_variants = 2 + (release_mod is not None) + hf
     on_total(len(sizes) * len(modes) * (warmup + steps) * n_variants)
     results = []
@@ -169,12 +181,12 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
         variants: dict[str, Any] = {}
         for enc in ("zen2", "bert"):
             torch.manual_seed(seed)
-            model = ZenForPreTraining(model_config(size, enc, vocab_size=vocab_size, ngram_rows=ngram_rows))
-            variants[f"zen {enc}"] = Variant(f"zen {enc}", model, True, torch.device("cpu"))
+            model = ZenForPreTraining(model_config(size, enc, vocab_size=vocab_size, ngram_rows=ngram_rows)).to(dev)
+            variants[f"zen {enc}"] = Variant(f"zen {enc}", model, True, dev)
         if release_mod is not None:
-            variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed)
+            variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed, dev)
         if hf:
-            variants["hf-bert"] = hf_variant(size, vocab_size, seed)
+            variants["hf-bert"] = hf_variant(size, vocab_size, seed, dev)
         names = list(variants)
         row: dict[str, Any] = {"size": size.name, "layers": size.layers, "hidden": size.hidden,
                                "ngram_layers": size.ngram_layers}
@@ -187,12 +199,12 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                     v = variants[name]
                     if isinstance(v, Variant):
                         if mode == "train":
-                            phases, _ = v.train_step(b, "fp32")
+                            phases, _ = v.train_step(b, precision)
                             wall, cpu = (sum(p[i] for p in phases.values()) for i in (0, 1))
                         else:
-                            wall, cpu = v.infer(b, "fp32")
+                            wall, cpu = v.infer(b, precision)
                     else:
-                        wall, cpu = v.train_step(b) if mode == "train" else v.infer(b)
+                        wall, cpu = v.train_step(b, precision) if mode == "train" else v.infer(b, precision)
                     if r >= warmup:
                         times[name].append(cpu if by_cpu else wall)
                     advance(f"{size.name} {mode}: {name}")
@@ -209,5 +221,6 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                          "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
                          "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
                          "released": str(released) if released else None, "hf": hf,
+                         "device": str(dev), "precision": precision,
                          "torch": torch.__version__},
             "results": results}

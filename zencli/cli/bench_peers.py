@@ -21,11 +21,13 @@ def peers(
     seq_len: int = typer.Option(128, "--seq-len", help="Tokens per sequence."),
     slots: int = typer.Option(128, "--slots", help="N-gram slots per sequence."),
     ngram_rows: int = typer.Option(100_000, "--ngram-rows", help="Rows of the n-gram table."),
-    threads: int = typer.Option(1, "--threads", help="Torch threads; with 1, process CPU time is the clock."),
+    threads: int = typer.Option(1, "--threads", help="Torch threads; with 1 on CPU, process CPU time is the clock."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 or bf16 (autocast, every model alike)."),
     seed: int = typer.Option(0, "--seed"),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
-    """Time zen's encoders against the code they replace, interleaved in one run (fp32, CPU)."""
+    """Time zen's encoders against the code they replace, interleaved in one run."""
     from rich.table import Table
 
     from zencli.bench.model import parse_size
@@ -39,13 +41,15 @@ def peers(
         task = progress.add_task("building models", total=None)
         report = run(sizes=[parse_size(s) for s in sizes.split(",") if s.strip()], released=released, hf=hf,
                      modes=mode_list, steps=steps, warmup=warmup, batch=batch, seq_len=seq_len, slots=slots,
-                     ngram_rows=ngram_rows, vocab_size=21128, threads=threads, seed=seed,
+                     ngram_rows=ngram_rows, vocab_size=21128, threads=threads, seed=seed, device=device,
+                     precision=precision,
                      log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
                      advance=lambda name: progress.update(task, advance=1, description=name),
                      on_total=lambda n: progress.update(task, total=n))
     s = report["settings"]
     for mode in mode_list:
-        t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, fp32, "
+        t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, "
+                        f"{s['precision']} on {s['device']}, "
                         f"{s['threads']} thread(s), {s['clock']} clock")
         for c in ("size", "model", "tokens/s", "ms", "zen2 speed ×"):
             t.add_column(c, justify="left" if c in ("size", "model") else "right", no_wrap=True)
