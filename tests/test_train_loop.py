@@ -286,3 +286,30 @@ def test_resume_from_an_explicit_checkpoint_file(tmp_path):
     with pytest.raises(ZenError, match="step-00000002.pt: resume: this checkpoint belongs to a run with other "
                                        "settings \\(max_steps 6 → 7\\)"):
         run(tmp_path / "c", max_steps=7, save_every=2, resume=str(ckpt))
+
+
+def test_a_second_run_on_a_busy_output_dir_is_refused_with_the_holders_pid(tmp_path):
+    """Two runs writing one directory at once would interleave checkpoints: the second is refused."""
+    import os
+    import subprocess
+    import sys
+
+    from zencli.errors import ZenError
+    from zencli.train.lock import LOCK_NAME, RunLock
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from zencli.train.lock import RunLock\n"
+                               f"with RunLock(Path({str(tmp_path)!r})):\n print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ZenError, match=rf"another zen run \(pid {holder.pid}\) is training in this directory"):
+            run(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    _, result = run(tmp_path)  # the holder died without cleaning up: its lock went with it
+    assert result.step == 8 and not (tmp_path / LOCK_NAME).exists()  # removed when the run ended
+    with RunLock(tmp_path):  # and the same process cannot start a second run there either
+        with pytest.raises(ZenError, match=rf"pid {os.getpid()}"):
+            run(tmp_path, overwrite=True)

@@ -101,6 +101,7 @@ from zencli.train.checkpoint import (
     set_rng_state,
 )
 from zencli.train.data import ResumableBatches, prefetch, to_device
+from zencli.train.lock import RunLock
 from zencli.train.optim import (
     build_optimizers,
     clip_grad_norm,
@@ -370,7 +371,8 @@ class _Trainer:
     def run(self) -> TrainResult:
         self.sparse_tables: list[nn.Embedding] = []
         try:
-            return self._run(self._prepare())
+            with RunLock(self.out) if self.ctx.is_main else contextlib.nullcontext():
+                return self._run(self._prepare())
         finally:
             unmark_sparse_embeddings(self.sparse_tables)  # the caller gets its model back as it was
 
