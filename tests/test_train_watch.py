@@ -72,9 +72,9 @@ def test_a_run_stuck_at_the_baseline_warns_once_loudly(tmp_path, lr):
     assert w["value"] == train8["mlm_loss"] and not train8["mlm_loss"] < UNIGRAM - 0.2
     assert w["message"].startswith(f"step 8 of 40: the train mlm_loss is {train8['mlm_loss']:.4f}, not yet below "
                                    f"{UNIGRAM - 0.2:.4f} (the unigram MLM loss {UNIGRAM:.4f} - 0.2) — the model "
-                                   "is not learning.")
+                                   "has not started learning")
     assert f"lr {lr:g}, warm-up 2 steps" in w["message"] and "(40 planned)" in w["message"]
-    assert out.count("WARNING") == 1 and "the model is not learning" in out  # printed with the display off
+    assert out.count("WARNING") == 1 and "the model has not started learning" in out  # printed with the display off
     assert result.step == 40  # a warning, not a stop
 
 
@@ -101,5 +101,5 @@ def test_a_pretraining_at_the_unigram_plateau_says_so_in_its_results(tmp_path):
     baseline = results["heldout"]["baseline"]["mlm_loss"]
     [w] = results["warnings"]
     assert (w["step"], w["metric"], w["baseline"]) == (3, "mlm_loss", baseline)  # ≥ 2 of 10 steps, 3 windows
-    assert "(the unigram MLM loss" in w["message"] and "the model is not learning" in w["message"]
+    assert "(the unigram MLM loss" in w["message"] and "the model has not started learning" in w["message"]
     assert out.count("WARNING") == 2  # while it ran (--quiet or not), and under the final tables

@@ -596,7 +596,8 @@ class _Trainer:
         warmup = self.schedule.warmup_steps
         message = (f"step {step:,} of {self.total_steps:,}: the train {w.metric} is {shown}, not yet "
                    f"{'below' if below else 'above'} {bound:.4f} ({w.label} {w.baseline:.4f}{margin}) — the model "
-                   f"is not learning. Likely causes: a peak learning rate too high for its warm-up, or far too low "
+                   f"has not started learning (a slow start may still take off; a run that stays here learns "
+                   f"nothing). Likely causes: a peak learning rate too high for its warm-up, or far too low "
                    f"(lr {s.lr:g}, warm-up {warmup:,} step{'' if warmup == 1 else 's'}); too few steps "
                    f"({self.total_steps:,} planned). Lower lr (or raise a tiny one), lengthen the warm-up "
                    "(warmup_steps / warmup_ratio) or train longer.")
