@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console, write_json_report
+from zencli.cli.common import console, progress_bar, write_json_report
 
 
 def matcher(
@@ -22,14 +22,6 @@ def matcher(
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
     """Time the trie matcher against the released per-position dict loop (same data, same run)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
     from rich.table import Table
 
     from zencli.bench.common import dataset_dir
@@ -40,8 +32,7 @@ def matcher(
         dev = dev or pd98 / "raw" / "dev.txt"
         train = train or (None if lexicon is not None else pd98 / "raw" / "train.txt")
 
-    with Progress(TextColumn("[bold]{task.description:<30}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
+    with progress_bar() as progress:
         task = progress.add_task("lexicon, correctness check", total=5 * max(repeats, 1))
         report = run(lexicon=lexicon, train=train, train_chars=train_chars, min_freq=min_freq, dev=dev,
                      seq_len=seq_len, batch_size=batch_size, max_len=max_len, repeats=repeats,

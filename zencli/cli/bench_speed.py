@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import console, write_json_report
+from zencli.cli.common import console, progress_bar, write_json_report
 
 
 def speed(
@@ -31,8 +31,6 @@ def speed(
 
     Training and inference tokens/s of the three encoders at the same size (interleaved rounds), the trie
     matcher against the released per-position loop, `zen lexicon build` chars/s, and the GEMM peak."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from zencli.bench.speed import run
     from zencli.cli.bench_lexicon import _size
     from zencli.errors import ZenError
@@ -42,8 +40,7 @@ def speed(
         lex = [_size(x) for x in lexicon_sizes.split(",") if x.strip()] if lexicon_sizes is not None else None
     except ZenError as e:
         raise ZenError(str(e).replace("--sizes", "--lexicon-sizes", 1)) from None
-    with Progress(TextColumn("[bold]{task.description:<34}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True) as progress:
+    with progress_bar() as progress:
         state: dict[str, int] = {}
 
         def section(name: str, total: int | None):
