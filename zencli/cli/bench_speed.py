@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import console, progress_bar, write_json_report
+from zencli.cli.common import progress_bar, write_json_report
 
 
 def speed(
