@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from zencli.errors import ZenError
+from zencli.model.config import EncoderSizes
 from zencli.train.settings import TrainSettings
 
 Encoder = Literal["zen2", "zen1", "bert", "chte"]
@@ -119,7 +120,7 @@ class ChteSection:
 
 
 @dataclass
-class ModelSection:
+class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, … (model/config.py)
     """The encoder: built from scratch (sizes below + `vocab`/`ngram` files) or loaded from `pretrained`
     (a zen model directory, a released ZEN 1.0/2.0 directory, or a BERT-Chinese directory).
 
@@ -133,12 +134,6 @@ class ModelSection:
     vocab: Path | None = None  # from scratch: required (vocab.txt); CHTE from characters: null builds it from training
     ngram: Path | None = None  # from scratch zen2/zen1, or around BERT: required (ngram.txt)
     lowercase: bool | None = None  # char lookup; None: the vocab.json sidecar's setting, else True
-    # sizes of an encoder built from scratch (ZenConfig keys)
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    num_hidden_word_layers: int = 6
     # dropout of the encoder, from scratch or pretrained; null: 0.1 from scratch, a pretrained model's own
     hidden_dropout_prob: float | None = None
     attention_probs_dropout_prob: float | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from zencli.errors import ZenError
+from zencli.model.config import EncoderSizes
 from zencli.train.settings import TrainSettings
 
 Language = Literal["zh", "ar"]
@@ -105,17 +106,12 @@ class MaskingSection:
 
 
 @dataclass
-class ModelSection:
+class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, … (model/config.py)
     """The encoder built from scratch (vocab_size and word_size come from vocab.txt and ngram.txt). With
     `init.pretrained` the sizes come from that checkpoint and these keys are ignored, except `encoder`
     and `num_hidden_word_layers` for a BERT checkpoint (the n-gram side built around it)."""
 
     encoder: Literal["zen2", "zen1", "bert"] = "zen2"
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    num_hidden_word_layers: int = 6
     hidden_act: str = "gelu"
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1

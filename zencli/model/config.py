@@ -51,12 +51,25 @@ ZEN_KEYS = ("encoder", "relative_projection", "ngram_weighting", "released_ft_qu
 
 
 @dataclass
-class ZenConfig:
-    vocab_size: int = 21128
+class EncoderSizes:
+    """The sizes of an encoder built from scratch, under their released config.json names: one definition,
+    shared by ZenConfig (its defaults) and the `model:` sections of the pretraining and fine-tuning recipes
+    (which inherit these keys)."""
+
     hidden_size: int = 768
     num_hidden_layers: int = 12
     num_attention_heads: int = 12
     intermediate_size: int = 3072
+    num_hidden_word_layers: int = 6
+
+
+@dataclass
+class ZenConfig:
+    vocab_size: int = 21128
+    hidden_size: int = EncoderSizes.hidden_size
+    num_hidden_layers: int = EncoderSizes.num_hidden_layers
+    num_attention_heads: int = EncoderSizes.num_attention_heads
+    intermediate_size: int = EncoderSizes.intermediate_size
     hidden_act: str = "gelu"
     hidden_dropout_prob: float = 0.1
     attention_probs_dropout_prob: float = 0.1
@@ -65,7 +78,7 @@ class ZenConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
     word_size: int = 201493  # n-gram table rows = lines of ngram.txt + 1 (row 0 = padding); released default
-    num_hidden_word_layers: int = 6
+    num_hidden_word_layers: int = EncoderSizes.num_hidden_word_layers
     encoder: EncoderKind = "zen2"
     relative_projection: bool = False
     ngram_weighting: NgramWeighting | None = None  # None: "frequency" for zen2, "binary" for zen1
