@@ -11,24 +11,18 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from tests.conftest import PD98, needs_shared
-from zencli.bench.model import (
-    DENSE_VARIANT,
-    ENCODERS,
+from zencli.bench.flops import forward_flops, training_flops
+from zencli.bench.model import DENSE_VARIANT, ENCODERS, ModelSize, model_config, parse_size, run
+from zencli.bench.model_inputs import (
     LENGTH_DIST,
-    ModelSize,
     Slots,
     computed_slots,
     drop_slots_covering,
     encoder_inputs,
-    forward_flops,
     make_batches,
-    model_config,
-    parse_size,
-    run,
     synthetic_chars,
     synthetic_slots,
     text_chars,
-    training_flops,
 )
 from zencli.cli.app import app
 from zencli.errors import ZenError

@@ -19,7 +19,7 @@ With one thread, CPU time is what other processes on a shared machine disturb le
 thread uses none), so the summary judges by it (`judging_clock`); with more threads it would count
 spin-waiting, and the wall clock is used.
 
-Inputs: `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding), 15% of the body positions
+Inputs (zencli/bench/model_inputs.py): `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding), 15% of the body positions
 masked (replaced by [MASK]), NSP labels, and n-gram slots (at most `slots` per sequence, left-packed,
 padded to the batch's longest row):
 - synthetic (default): characters from a random Markov chain (learnable, for the bf16 training
@@ -31,7 +31,7 @@ padded to the batch's longest row):
   are its real matches (ZEN 2.0 selection and cap), minus slots covering a masked character (as zen's
   pretraining data does). The n-gram table has max(`ngram_rows`, lexicon size + 1) rows.
 
-FLOPs (`forward_flops`), counted analytically, multiply-add = 2 FLOPs, per batch of B sequences:
+FLOPs (`forward_flops`, zencli/bench/flops.py), counted analytically, multiply-add = 2 FLOPs, per batch of B sequences:
 - each Transformer layer over T positions (T = L chars, or M n-gram slots), hidden H, FFN I:
   2·B·T·H·(4H + 2I) for the Q, K, V, output and FFN linears; 2·2·B·T²·H for Q·Kᵀ and A·V; ZEN 2.0
   adds 2·B·T²·H for the position term Q'·K'ᵀ (relative_attention.py; with W_r: 2·B·T·(2T−1)·H for
@@ -72,11 +72,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
+from zencli.bench.model_inputs import (
+    FIRST_CHAR_ID,
+    computed_slots,
+    encoder_inputs,
+    make_batches,
+    synthetic_chars,
+    text_chars,
+)
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
-from zencli.text.reading import iter_lines
 from zencli.train.optim import build_optimizers, clip_grad_norm, mark_sparse_embeddings
 from zencli.train.precision import autocast, cpu_has_fast_bf16
 from zencli.train.settings import TrainSettings
@@ -84,11 +92,6 @@ from zencli.train.settings import TrainSettings
 ENCODERS = ("zen2", "zen1", "bert")
 DENSE_VARIANT = "zen2+dense-adamw"
 PRECISIONS = ("fp32", "bf16")
-PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 100, 101, 102, 103  # BERT-Chinese vocab.txt
-FIRST_CHAR_ID = 104
-# Share of n-gram matches of length 2..8 (PMI lexicon of PD98 train matched on PD98 dev).
-LENGTH_DIST = (0.652, 0.215, 0.079, 0.028, 0.014, 0.008, 0.004)
-MASK_RATE = 0.15
 # The optimizer setup of zen's training loop, with its defaults.
 _TRAIN = TrainSettings()
 LR, BETAS, EPS = _TRAIN.lr, (_TRAIN.adam_beta1, _TRAIN.adam_beta2), _TRAIN.adam_eps
@@ -138,244 +141,7 @@ def model_config(size: ModelSize, encoder: str, *, vocab_size: int, ngram_rows: 
                      word_size=ngram_rows, num_hidden_word_layers=size.ngram_layers, encoder=encoder)
 
 
-# -- FLOPs ------------------------------------------------------------------------------------------
-
-def _relative_term(T: float, B: int, H: int, projection: bool) -> float:
-    if projection:
-        return 2 * B * T * (2 * T - 1) * H  # (Q+v)·Rᵀ against the 2T−1 offsets, all heads
-    return 2 * B * T * T * H  # Q'·K'ᵀ, all heads
-
-
-def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float, *,
-                  heads: bool) -> float:
-    """Matmul FLOPs of one forward pass (see the module docstring); `slots` = n-gram slots computed,
-    `masked` = MLM positions in the batch; `heads` adds the MLM and NSP heads."""
-    B, L, H, I = batch, seq_len, cfg.hidden_size, cfg.intermediate_size
-
-    def layer(T: float) -> float:
-        f = 2 * B * T * H * (4 * H + 2 * I) + 2 * 2 * B * T * T * H
-        return f + (_relative_term(T, B, H, cfg.relative_projection) if cfg.relative_positions else 0)
-
-    f = cfg.num_hidden_layers * layer(L) + 2 * B * H * H
-    if cfg.has_ngrams and slots > 0:
-        f += cfg.num_hidden_word_layers * layer(slots) + cfg.num_hidden_layers * 2 * B * L * slots * H
-    if heads:
-        f += 2 * masked * H * H + 2 * masked * H * cfg.vocab_size + 2 * B * H * 2
-    return float(f)
-
-
-def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float) -> float:
-    """Forward + backward of a training step: a product costs 3× its forward FLOPs (the backward takes
-    gradients w.r.t. both operands), except the products with a constant operand — the fixed sinusoid K'
-    (without W_r) and the fusion matrix P — which cost 2×."""
-    B, L, H = batch, seq_len, cfg.hidden_size
-    constant = 0.0
-    if cfg.relative_positions and not cfg.relative_projection:
-        constant += cfg.num_hidden_layers * _relative_term(L, B, H, False)
-        if cfg.has_ngrams and slots > 0:
-            constant += cfg.num_hidden_word_layers * _relative_term(slots, B, H, False)
-    if cfg.has_ngrams and slots > 0:
-        constant += cfg.num_hidden_layers * 2 * B * L * slots * H
-    return 3 * forward_flops(cfg, batch, seq_len, slots, masked, heads=True) - constant
-
-
-def gemm_peak(dtype: torch.dtype, n: int, device: torch.device, min_calls: int = 5, min_seconds: float = 1.0) -> float:
-    """GFLOP/s of torch.matmul on two n×n matrices: the fastest of at least `min_calls` calls and
-    `min_seconds`, after a warm-up of 0.3 × `min_seconds` (the first calls start thread pools and
-    pick kernels). The best call is the least disturbed by other load on a shared machine."""
-    g = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device, dtype)
-    b = torch.randn(n, n, generator=g).to(device, dtype)
-    t0 = time.perf_counter()
-    for _ in range(50):
-        torch.matmul(a, b)
-        _sync(device)
-        if time.perf_counter() - t0 > 0.3 * min_seconds:
-            break
-    best, calls, t0 = math.inf, 0, time.perf_counter()
-    while calls < min_calls or (time.perf_counter() - t0 < min_seconds and calls < 200):
-        _sync(device)
-        t = time.perf_counter()
-        torch.matmul(a, b)
-        _sync(device)
-        best = min(best, time.perf_counter() - t)
-        calls += 1
-    return 2 * n ** 3 / best / 1e9
-
-
-# -- inputs -----------------------------------------------------------------------------------------
-
-@dataclass
-class CharSource:
-    """Where the characters of the benchmark sequences come from."""
-
-    ids: np.ndarray  # [N] token ids of a long character stream
-    vocab: dict[str, int] | None  # char → id (real text only)
-    description: str
-
-
-def synthetic_chars(n: int, vocab_size: int, rng: np.random.Generator, alphabet: int = 3000) -> CharSource:
-    """A Markov chain over `alphabet` ids: with p=0.6 a char's fixed successor, else a Zipf-ish draw.
-    Neighbours predict a masked char, so an MLM can learn it."""
-    alphabet = max(2, min(alphabet, vocab_size - FIRST_CHAR_ID))
-    succ = rng.permutation(alphabet)
-    weights = 1.0 / np.arange(1, alphabet + 1)
-    draws = rng.choice(alphabet, size=n, p=weights / weights.sum())
-    follow = rng.random(n) < 0.6
-    out = np.empty(n, np.int64)
-    prev = int(draws[0])
-    for i in range(n):  # data preparation, outside every timing
-        prev = int(succ[prev]) if follow[i] else int(draws[i])
-        out[i] = prev
-    return CharSource(out + FIRST_CHAR_ID, None, f"synthetic Markov chain over {alphabet} chars")
-
-
-def text_chars(path: Path, vocab_size: int, max_chars: int) -> CharSource:
-    """The characters of `path` (lines joined, up to `max_chars`), ids by descending frequency; chars
-    beyond the vocabulary become [UNK]."""
-    parts, n = [], 0
-    for _, line in iter_lines(path):
-        parts.append(line)
-        n += len(line)
-        if n >= max_chars:
-            break
-    text = "".join(parts)[:max_chars]
-    if len(text) < 16:
-        raise ZenError(f"{path}: only {len(text)} characters; the model benchmark needs at least 16")
-    chars, counts = np.unique(np.array(list(text)), return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    room = vocab_size - FIRST_CHAR_ID
-    if room < 1:
-        raise ZenError(f"--vocab-size: {vocab_size} leaves no ids for characters (the first is {FIRST_CHAR_ID})")
-    vocab = {str(chars[j]): FIRST_CHAR_ID + r for r, j in enumerate(order[:room])}
-    ids = np.fromiter((vocab.get(c, UNK_ID) for c in text), np.int64, len(text))
-    return CharSource(ids, vocab, f"{path} ({len(text):,} chars, {len(vocab):,} distinct in the vocabulary)")
-
-
-@dataclass
-class Slots:
-    ids: np.ndarray  # [B,M]
-    starts: np.ndarray  # [B,M] token index incl. [CLS]
-    lengths: np.ndarray  # [B,M], 0 = padding slot
-    freqs: np.ndarray  # [B,M]
-
-
-def synthetic_slots(B: int, L: int, M: int, rows: int, rate: float, rng: np.random.Generator) -> Slots:
-    """Per sequence Binomial(L−3, rate) n-grams (at most M), lengths from LENGTH_DIST, inside the text."""
-    slots = Slots(*(np.zeros((B, M), np.int64) for _ in range(4)))
-    lens = np.arange(2, 2 + len(LENGTH_DIST))
-    p = np.asarray(LENGTH_DIST) / sum(LENGTH_DIST)
-    for b in range(B):
-        k = min(M, int(rng.binomial(max(L - 3, 0), rate)))
-        ln = np.minimum(rng.choice(lens, size=k, p=p), max(L - 2, 1))
-        start = 1 + (rng.random(k) * np.maximum(L - 1 - ln, 1)).astype(np.int64)  # ends before the last [SEP]
-        ids = np.sort(1 + ((rows - 1) * rng.random(k) ** 3).astype(np.int64))  # ZEN 2.0 order: smallest id first
-        slots.ids[b, :k], slots.starts[b, :k], slots.lengths[b, :k] = ids, start, ln
-        slots.freqs[b, :k] = 15 + 30000 // ids
-    return slots
-
-
-def lexicon_slots(tokens: np.ndarray, matcher: Any, M: int) -> Slots:
-    """The lexicon's matches in `tokens` [B,L], kept as the released ZEN 2.0 code keeps them."""
-    from zencli.lexicon.matcher import select_released
-
-    B, L = tokens.shape
-    m = select_released(matcher.match_batch(tokens, np.full(B, L)), "zen2", L, M)
-    pad = m.padded(M)
-    return Slots(pad["ngram_ids"], pad["ngram_starts"], pad["ngram_lengths"], pad["ngram_freqs"])
-
-
-def drop_slots_covering(slots: Slots, masked: np.ndarray) -> Slots:
-    """Remove slots that cover a masked position (they would leak the answer), left-packing the rest."""
-    B, M = slots.ids.shape
-    csum = np.concatenate([np.zeros((B, 1), np.int64), np.cumsum(masked, 1, dtype=np.int64)], 1)  # [B,L+1]
-    end = np.minimum(slots.starts + slots.lengths, masked.shape[1])
-    hit = np.take_along_axis(csum, end, 1) - np.take_along_axis(csum, slots.starts, 1)
-    keep = (slots.lengths > 0) & (hit == 0)
-    order = np.argsort(~keep, axis=1, kind="stable")  # kept slots first, in their order
-    out = Slots(*(np.take_along_axis(a, order, 1) for a in (slots.ids, slots.starts, slots.lengths, slots.freqs)))
-    dropped = np.take_along_axis(~keep, order, 1)
-    for a in (out.ids, out.starts, out.lengths, out.freqs):
-        a[dropped] = 0
-    return out
-
-
-def make_batches(count: int, *, batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int,
-                 chars: CharSource, matcher: Any | None, ngram_rate: float, seed: int
-                 ) -> list[dict[str, torch.Tensor]]:
-    """`count` pretraining batches (see the module docstring for their make-up)."""
-    rng = np.random.default_rng(seed)
-    B, L, M = batch, seq_len, slots
-    body = L - 3
-    n_a = body // 2
-    stream = chars.ids
-    need = body + 1
-    if len(stream) < need:
-        stream = np.resize(stream, need)
-    out = []
-    for _ in range(count):
-        starts = rng.integers(0, len(stream) - body + 1, size=B)
-        text = np.stack([stream[s:s + body] for s in starts])  # [B, body]
-        is_random = rng.random(B) < 0.5  # NSP: B segment from elsewhere
-        for b in np.flatnonzero(is_random):
-            s = int(rng.integers(0, len(stream) - body + 1))
-            text[b, n_a:] = stream[s:s + body - n_a]
-        ids = np.empty((B, L), np.int64)
-        ids[:, 0], ids[:, 1:1 + n_a], ids[:, 1 + n_a] = CLS_ID, text[:, :n_a], SEP_ID
-        ids[:, 2 + n_a:L - 1], ids[:, L - 1] = text[:, n_a:], SEP_ID
-        types = np.zeros((B, L), np.int64)
-        types[:, 2 + n_a:] = 1
-        maskable = np.ones((B, L), bool)
-        maskable[:, [0, 1 + n_a, L - 1]] = False
-        masked = maskable & (rng.random((B, L)) < MASK_RATE)
-        masked[~masked.any(1), 1] = True  # every sequence predicts at least one char
-        if matcher is not None:
-            sl = drop_slots_covering(lexicon_slots(ids, matcher, M), masked)
-        else:
-            sl = synthetic_slots(B, L, M, ngram_rows, ngram_rate, rng)
-        # Slots padded to the batch's longest row, as zen's collates give them (off the CPU the model
-        # does not look for trailing all-padding slots: that would wait for the GPU).
-        sl = Slots(*(a[:, :int((sl.lengths > 0).sum(1).max())] for a in (sl.ids, sl.starts, sl.lengths, sl.freqs)))
-        labels = np.where(masked, ids, IGNORE_INDEX)
-        inputs = np.where(masked, MASK_ID, ids)
-        out.append({
-            "input_ids": torch.from_numpy(inputs),
-            "token_type_ids": torch.from_numpy(types),
-            "attention_mask": torch.ones(B, L, dtype=torch.long),
-            "ngram_ids": torch.from_numpy(sl.ids),
-            "ngram_token_type_ids": torch.from_numpy(np.take_along_axis(types, np.minimum(sl.starts, L - 1), 1)
-                                                     * (sl.lengths > 0)),
-            "ngram_attention_mask": torch.from_numpy((sl.lengths > 0).astype(np.int64)),
-            "ngram_starts": torch.from_numpy(sl.starts),
-            "ngram_lengths": torch.from_numpy(sl.lengths),
-            "ngram_freqs": torch.from_numpy(sl.freqs),
-            "mlm_labels": torch.from_numpy(labels),
-            "nsp_labels": torch.from_numpy(is_random.astype(np.int64)),
-        })
-    return out
-
-
-ENCODER_KEYS = ("token_type_ids", "attention_mask", "ngram_ids", "ngram_token_type_ids", "ngram_attention_mask",
-                "ngram_starts", "ngram_lengths", "ngram_freqs")
-
-
-def encoder_inputs(batch: dict[str, torch.Tensor], has_ngrams: bool) -> dict[str, torch.Tensor]:
-    keys = ENCODER_KEYS if has_ngrams else ENCODER_KEYS[:2]
-    return {k: batch[k] for k in keys}
-
-
-def computed_slots(batch: dict[str, torch.Tensor]) -> int:
-    """Slots the model runs its n-gram tower on: up to the last one used by any row (the rest are trimmed)."""
-    used = (batch["ngram_lengths"] > 0).any(0).nonzero()
-    return int(used.max()) + 1 if len(used) else 0
-
-
 # -- measurement ------------------------------------------------------------------------------------
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 class Clock:
     """Wall-clock and process CPU time since the last `lap()`. CPU time counts only this process's work,
@@ -384,11 +150,11 @@ class Clock:
 
     def __init__(self, device: torch.device):
         self.device = device
-        _sync(device)
+        device_sync(device)
         self.wall, self.cpu = time.perf_counter(), time.process_time()
 
     def lap(self) -> tuple[float, float]:
-        _sync(self.device)
+        device_sync(self.device)
         wall, cpu = time.perf_counter(), time.process_time()
         out = (wall - self.wall, cpu - self.cpu)
         self.wall, self.cpu = wall, cpu

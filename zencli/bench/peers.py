@@ -43,10 +43,9 @@ from zencli.bench.model import (
     Variant,
     _median,
     _ratio,
-    make_batches,
     model_config,
-    synthetic_chars,
 )
+from zencli.bench.model_inputs import make_batches, synthetic_chars
 from zencli.errors import ZenError
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
