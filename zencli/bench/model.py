@@ -19,7 +19,8 @@ With one thread, CPU time is what other processes on a shared machine disturb le
 thread uses none), so the summary judges by it (`judging_clock`); with more threads it would count
 spin-waiting, and the wall clock is used.
 
-Inputs (zencli/bench/model_inputs.py): `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding), 15% of the body positions
+Inputs (zencli/bench/model_inputs.py): `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding),
+15% of the body positions
 masked (replaced by [MASK]), NSP labels, and n-gram slots (at most `slots` per sequence, left-packed,
 padded to the batch's longest row):
 - synthetic (default): characters from a random Markov chain (learnable, for the bf16 training
