@@ -52,7 +52,7 @@ REPORT_NAME = "bench-gpu.json"
 
 @dataclass
 class GpuCheckSettings:
-    """Sizes, budgets and criteria of `zen bench gpu` (defaults: the GPU check of issue 21)."""
+    """Sizes, budgets and criteria of `zen bench gpu` (defaults: sized for one GPU)."""
 
     preset: str = "gpu"
     device: str = "auto"  # auto: cuda when torch sees a GPU (the GPU sizes refuse to run on a CPU unless asked)
@@ -92,7 +92,7 @@ class GpuCheckSettings:
     min_ner_f1: float = 0.6
     min_cws_f1: float = 0.9
     max_bf16_loss_gap: float = 0.02  # |MLM loss bf16 − fp32| / fp32, per encoder
-    goal_zen2_bert_ratio: float = 1.3  # ZEN 2.0 training step / BERT's (issue 21)
+    goal_zen2_bert_ratio: float = 1.3  # ZEN 2.0 training step / BERT's: the GPU goal
     goal_minutes: float | None = 8.0  # the whole check
 
     def validate(self) -> None:

@@ -78,7 +78,7 @@ RECIPE_NAME = "recipe.yaml"
 MARKER_FORMAT = "zen-pretrain-run/1"
 BASELINE_MAX_SHARDS = 20  # training shards counted for the unigram baseline (200k examples at the default size)
 # How far (nats) below the unigram MLM loss the train MLM loss must be to count as learning: runs stuck at the
-# plateau sit within ~0.1 of it (issue 21: 6.48 vs 6.56; reports/ablation-ner's pretrainings at steps 250-350).
+# plateau sit within ~0.1 of it (a GPU run stuck at 6.48 vs 6.56; reports/ablation-ner's pretrainings at steps 250-350).
 PLATEAU_MARGIN = 0.2
 
 
