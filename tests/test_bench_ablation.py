@@ -31,7 +31,8 @@ def _word(rng: random.Random, n: int) -> str:
 
 
 def make_corpus(root: Path, seed: int = 3) -> Path:
-    """raw/, cws/, ner/ train/dev/test of invented sentences: a word-level Markov chain over 50 plain words
+    """raw/, cws/, ner/, pos/ (and sentiment/ for sa) train/dev/test of invented sentences: a word-level
+    Markov chain over 50 plain words
     with person, place and organisation names mixed in (BMES entity labels), as PD98 lays them out."""
     rng = random.Random(seed)
     plain = [_word(rng, rng.choice([1, 2, 2, 3])) for _ in range(50)]
@@ -66,9 +67,17 @@ def make_corpus(root: Path, seed: int = 3) -> Path:
                 else:
                     rows += [f"{w[0]}\tB-{kind}"] + [f"{c}\tM-{kind}" for c in w[1:-1]] + [f"{w[-1]}\tE-{kind}"]
             ner_blocks.append("\n".join(rows) + "\n")
+        tags = {"O": "n", "PER": "nr", "LOC": "ns", "ORG": "nt"}
+        pos_blocks = ["".join(f"{c}\t{p}-{tags[kind]}\n" for w, kind in s
+                              for c, p in zip(w, ["S"] if len(w) == 1 else ["B"] + ["M"] * (len(w) - 2) + ["E"]))
+                      for s in sents]
+        # sentiment: "positive" when the sentence names a person (a rule the encoder can learn)
+        sa = [f"{int(any(k == 'PER' for _, k in s))}\t{x}\n" for s, x in zip(sents, raw)]
         for folder, ext, text in (("raw", "txt", "".join(x + "\n" for x in raw)),
                                   ("cws", "txt", "".join(x + "\n" for x in cws)),
-                                  ("ner", "tsv", "\n".join(ner_blocks) + "\n")):
+                                  ("ner", "tsv", "\n".join(ner_blocks) + "\n"),
+                                  ("pos", "tsv", "\n".join(pos_blocks) + "\n"),
+                                  ("sentiment", "tsv", "".join(sa))):
             (root / folder).mkdir(parents=True, exist_ok=True)
             (root / folder / f"{split}.{ext}").write_text(text, encoding="utf-8")
     return root
@@ -100,9 +109,9 @@ def _sets(flag: str, sets: list[str]) -> list[str]:
     return [x for s in sets for x in (flag, s)]
 
 
-def cli(data: Path, out: Path, *args: str, seeds: int = 2, only: str = "zen2,chte"):
+def cli(data: Path, out: Path, *args: str, seeds: int = 2, only: str = "zen2,chte", task: str = "ner"):
     """`zen bench ablation` in process with the micro settings; returns the CliRunner result."""
-    cmd = ["bench", "ablation", "--task", "ner", "--data", str(data), "--out", str(out), "--seeds", str(seeds),
+    cmd = ["bench", "ablation", "--task", task, "--data", str(data), "--out", str(out), "--seeds", str(seeds),
            "--pretrain-steps", "4", "--finetune-steps", "4", "--scratch-steps", "4", "--only", only, "--quiet",
            *_sets("--set-pretrain", MICRO_PRETRAIN), *_sets("--set-finetune", MICRO_FINETUNE), *args]
     return runner.invoke(app, cmd)
@@ -236,8 +245,10 @@ def test_a_failed_run_is_reported_and_the_others_go_on(corpus, tmp_path, monkeyp
 
 
 def test_a_missing_split_or_another_task_is_a_one_line_error(corpus, tmp_path):
-    r = runner.invoke(app, ["bench", "ablation", "--task", "pos", "--data", str(corpus)])
-    assert isinstance(r.exception, ZenError) and "--task: expected one of ner, cws" in str(r.exception)
+    r = runner.invoke(app, ["bench", "ablation", "--task", "dc", "--data", str(corpus)])
+    assert isinstance(r.exception, ZenError) and "--task: expected one of ner, cws, pos, sa" in str(r.exception)
+    with pytest.raises(ZenError, match=r"--task-data: the sa splits are not part of the pretraining dataset"):
+        AblationSettings(task="sa", data=corpus, out=tmp_path / "sa").task_file("train")
     broken = make_corpus(tmp_path / "broken")
     (broken / "raw" / "dev.txt").unlink()
     r = cli(broken, tmp_path / "out")
@@ -484,3 +495,26 @@ def test_the_rtd_and_entropy_lexicon_variants_run_end_to_end(corpus, tmp_path):
     assert (pre / "zen2-entropy" / "model" / "ngram.txt").is_file()
     for v in ("zen2-rtd", "zen2-entropy"):
         assert (tmp_path / "out" / "finetune" / v / "seed-1" / RESULTS).is_file()
+
+
+def test_other_tasks_fine_tune_an_earlier_ablations_pretraining(finished, corpus, tmp_path):
+    """--pretrained-from: POS and sentiment fine-tune the models `finished` pretrained (nothing is pretrained
+    again), and a plan whose pretraining would differ cannot borrow them."""
+    first, _ = finished
+    before = {p: p.stat().st_mtime_ns for p in (first / "pretrain").rglob("*") if p.is_file()}
+    r = cli(corpus, tmp_path / "pos", "--pretrained-from", str(first), task="pos", seeds=1, only="zen2-absolute")
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "pos" / "pretrain").exists() and not (tmp_path / "pos" / "lexicon").exists()
+    res = json.loads((tmp_path / "pos" / "finetune" / "zen2-absolute" / "seed-1" / RESULTS).read_text("utf-8"))
+    assert res["test"]["metric"] == "pos"
+    r = cli(corpus, tmp_path / "sa", "--pretrained-from", str(first), "--task-data", str(corpus / "sentiment"),
+            task="sa", seeds=1, only="zen2-absolute")
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "sa" / "report.md").read_text(encoding="utf-8")
+    assert f"those of the ablation in `{first}`" in md and f"`{(corpus / 'sentiment').resolve()}`/train" in md
+    assert "## Not finished yet" not in md  # its pretraining is found in the other ablation
+    assert {p: p.stat().st_mtime_ns for p in (first / "pretrain").rglob("*") if p.is_file()} == before
+    r = cli(corpus, tmp_path / "other", "--pretrained-from", str(first), "--pretrain-steps", "5", task="pos",
+            seeds=1, only="zen2-absolute")  # the last --pretrain-steps wins
+    assert isinstance(r.exception, ZenError)
+    assert "--pretrained-from:" in str(r.exception) and "pretrain_steps" in str(r.exception)

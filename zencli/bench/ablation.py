@@ -25,7 +25,11 @@ Runs, each in its own directory under OUT (`Plan.runs()` gives the order):
     OUT/pretrain/<variant>/             `zen pretrain` output (one per pretrained variant, shared by its seeds)
     OUT/finetune/<variant>/seed-<s>/    `zen finetune` output + the bench's results.json
 
-Every run's recipe is a built-in recipe (pretrain-zh-tiny; finetune-pd98-<task>) with the data paths,
+With --pretrained-from OTHER, OTHER/lexicon and OTHER/pretrain/ take the place of this OUT's (the two plans
+must agree on everything that decides a pretraining, `PRETRAIN_KEYS`): one pretraining per variant serves
+fine-tunings on every task (NER, CWS, POS from PD98; sentiment from its own dataset).
+
+Every run's recipe is a built-in recipe (pretrain-zh-tiny; FINETUNE_RECIPES[task]) with the data paths,
 the step counts, the seed and the variant's keys set on top (`--set-pretrain` / `--set-finetune` go
 between the recipe and those). Step counts are fixed, not fitted to a time budget: every variant gets
 the same number of updates on every machine (the papers compare at equal steps; under a time budget a
@@ -42,10 +46,17 @@ from typing import Any, Literal
 from zencli.bench.common import need_file
 from zencli.errors import ZenError
 
-TASKS = ("ner", "cws")
-TASK_FILES = {"ner": ("ner", "tsv"), "cws": ("cws", "txt")}
+TASKS = ("ner", "cws", "pos", "sa")
+# each task's train/dev/test: (folder of the PD98 dataset, extension); sentiment has its own dataset (the
+# located `sentiment` or --task-data), while every task's pretraining reads PD98's raw text
+TASK_FILES = {"ner": ("ner", "tsv"), "cws": ("cws", "txt"), "pos": ("pos", "tsv"), "sa": (None, "tsv")}
+TASK_DATASETS = {"sa": "sentiment"}  # tasks whose splits come from another dataset than the pretraining text
 PRETRAIN_RECIPE = "pretrain-zh-tiny"
-FINETUNE_RECIPES = {"ner": "finetune-pd98-ner", "cws": "finetune-pd98-cws"}
+FINETUNE_RECIPES = {"ner": "finetune-pd98-ner", "cws": "finetune-pd98-cws", "pos": "finetune-pd98-pos",
+                    "sa": "finetune-sentiment-sa"}
+# the fingerprint keys that decide a pretraining: another ablation with the same ones can lend its pretrained
+# models (--pretrained-from), e.g. one pretraining fine-tuned on all four tasks
+PRETRAIN_KEYS = ("data", "pretrain_steps", "pretrain_recipe", "pretrain_sets")
 DEFAULT_SEEDS = 3
 DEFAULT_PRETRAIN_STEPS = 3000
 DEFAULT_FINETUNE_STEPS = 600
@@ -177,13 +188,17 @@ class AblationSettings:
     scratch_steps: int | None = None  # None: pretrain_steps + finetune_steps (see `from_scratch_steps`)
     only: list[str] | None = None
     pretrain_recipe: str = PRETRAIN_RECIPE
-    finetune_recipe: str | None = None  # None: finetune-pd98-<task>
+    finetune_recipe: str | None = None  # None: FINETUNE_RECIPES[task]
+    task_data: Path | None = None  # the task's train/dev/test folder; None: DATA/<task folder>
+    pretrained_from: Path | None = None  # another ablation's OUT whose lexicon and pretrainings this one uses
     pretrain_sets: list[str] = field(default_factory=list)
     finetune_sets: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if self.task not in TASKS:
             raise ZenError(f"--task: expected one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.pretrained_from is not None and Path(self.pretrained_from).resolve() == Path(self.out).resolve():
+            raise ZenError("--pretrained-from: names this ablation's own --out; give another ablation's")
         if self.seeds < 1:
             raise ZenError(f"--seeds: expected an integer >= 1, got {self.seeds}")
         if self.pretrain_steps < 1:
@@ -225,7 +240,11 @@ class AblationSettings:
 
     def task_file(self, split: str) -> Path:
         folder, ext = TASK_FILES[self.task]
-        return Path(self.data) / folder / f"{split}.{ext}"
+        if folder is None and self.task_data is None:
+            raise ZenError(f"--task-data: the {self.task} splits are not part of the pretraining dataset; give "
+                           f"the folder that holds train.{ext}, dev.{ext} and test.{ext}")
+        where = Path(self.task_data) if self.task_data is not None else Path(self.data) / str(folder)
+        return where / f"{split}.{ext}"
 
     def check_data(self, pretraining: bool) -> None:
         """One-line errors for missing files (the raw text only when a pretrained variant is planned)."""
@@ -244,13 +263,16 @@ class AblationSettings:
             path = resolve_recipe_path(name)
             return {"name": name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
-        return {
+        fp: dict[str, Any] = {
             "task": self.task, "data": str(Path(self.data).resolve()),
             "pretrain_steps": self.pretrain_steps, "finetune_steps": self.finetune_steps,
             "finetune_epochs": self.finetune_epochs, "scratch_steps": self.from_scratch_steps,
             "pretrain_recipe": recipe(self.pretrain_recipe), "finetune_recipe": recipe(self.finetune_recipe_name),
             "pretrain_sets": list(self.pretrain_sets), "finetune_sets": list(self.finetune_sets),
         }
+        if self.task_data is not None:  # only when given: the plans written before the option stay valid
+            fp["task_data"] = str(Path(self.task_data).resolve())
+        return fp
 
 
 class Plan:
@@ -270,11 +292,16 @@ class Plan:
 
     # -- directories --------------------------------------------------------------------------------
     @property
+    def pretrain_root(self) -> Path:
+        """Where the lexicon and the pretrainings live: this ablation's OUT, or the one it borrows them from."""
+        return Path(self.settings.pretrained_from) if self.settings.pretrained_from is not None else self.out
+
+    @property
     def lexicon_dir(self) -> Path:
-        return self.out / "lexicon"
+        return self.pretrain_root / "lexicon"
 
     def pretrain_dir(self, name: str) -> Path:
-        return self.out / "pretrain" / name
+        return self.pretrain_root / "pretrain" / name
 
     def finetune_dir(self, name: str, seed: int) -> Path:
         return self.out / "finetune" / name / f"seed-{seed}"
@@ -359,7 +386,9 @@ class Plan:
         """The plan as JSON: settings, variants with their recipe keys, claims, runs."""
         s = self.settings
         return {
-            "task": s.task, "data": str(s.data), "out": str(s.out), "seeds": self.seeds,
+            "task": s.task, "data": str(s.data), "task_data": str(s.task_file("train").parent),
+            "pretrained_from": None if s.pretrained_from is None else str(s.pretrained_from),
+            "out": str(s.out), "seeds": self.seeds,
             "pretrain_steps": s.pretrain_steps, "finetune_steps": s.finetune_steps,
             "finetune_epochs": s.finetune_epochs, "scratch_steps": s.from_scratch_steps,
             "pretrain_recipe": s.pretrain_recipe,

@@ -86,8 +86,8 @@ def _finetune_runs(out: Path, v: Variant, metric: str) -> dict[int, dict[str, An
     return dict(sorted(runs.items()))
 
 
-def _pretraining(out: Path, v: Variant) -> dict[str, Any] | None:
-    d = out / "pretrain" / v.name
+def _pretraining(root: Path, v: Variant) -> dict[str, Any] | None:
+    d = root / "pretrain" / v.name
     res = read_json(d / RESULTS)
     if not isinstance(res, dict):
         return None
@@ -119,6 +119,7 @@ def collect(out: Path) -> dict[str, Any]:
                        f"with --out {out} first")
     plan, fp = doc["plan"], doc["fingerprint"]
     metric = task_class(fp["task"]).main_metric
+    root = Path(plan["pretrained_from"]) if plan.get("pretrained_from") else out  # lexicon + pretrainings
     variants = []
     for v in VARIANTS:
         runs = _finetune_runs(out, v, metric)
@@ -130,7 +131,7 @@ def collect(out: Path) -> dict[str, Any]:
             "in_plan": v.name in {x["name"] for x in plan["variants"]},
             "seeds": list(runs), "test_mean": tm, "test_std": ts, "dev_mean": dm, "dev_std": ds,
             "wall_s_mean": statistics.fmean(walls) if walls else None, "runs": runs,
-            "pretraining": _pretraining(out, v) if v.pretrain is not None else None,
+            "pretraining": _pretraining(root, v) if v.pretrain is not None else None,
         })
     by_name = {v["name"]: v for v in variants}
     comparisons = []
@@ -153,7 +154,7 @@ def collect(out: Path) -> dict[str, Any]:
             missing.append(f"finetune {r['variant']} seed {r['seed']}")
         elif r["kind"] == "pretrain" and by_name[r["variant"]]["pretraining"] is None:
             missing.append(f"pretrain {r['variant']}")
-        elif r["kind"] == "lexicon" and read_json(out / "lexicon" / RESULTS) is None:
+        elif r["kind"] == "lexicon" and read_json(root / "lexicon" / RESULTS) is None:
             missing.append("lexicon")
     invocations = doc.get("invocations", [])
     return {
@@ -195,7 +196,7 @@ def render_markdown(data: dict[str, Any], plots: list[str] | str) -> str:
     task = data["task"].upper()
     runs = [i for i in data["invocations"] if "--report-only" not in i["command"]]
     last = runs[-1] if runs else (data["invocations"][-1] if data["invocations"] else None)
-    lines = [f"# zen bench ablation: {task} on PD98", ""]
+    lines = [f"# zen bench ablation: {task}" + ("" if fp.get("task_data") else " on PD98"), ""]
     lines.append(f"Report built {data['built']} from the runs in `{data['out']}`: {data['finished_runs']} of "
                  f"{data['planned_runs']} planned runs finished.")
     lines.append("")
@@ -209,9 +210,14 @@ def render_markdown(data: dict[str, Any], plots: list[str] | str) -> str:
     if m.get("commit"):
         lines.append(f"- zen {m.get('zen', '?')}, commit `{m['commit'][:12]}`"
                      + (" with uncommitted changes" if m.get("dirty") else ""))
-    folder = {"ner": "ner/*.tsv", "cws": "cws/*.txt"}.get(data["task"], data["task"])
-    lines.append(f"- Data: `{fp['data']}`: fine-tuned on {folder} train, scored on dev and test; pretrained on "
-                 "raw/train.txt (held-out: raw/dev.txt)")
+    if fp.get("task_data"):
+        where = f"`{fp['task_data']}`/train, scored on dev and test; pretrained on `{fp['data']}`/raw/train.txt"
+    else:
+        folder = {"ner": "ner/*.tsv", "cws": "cws/*.txt", "pos": "pos/*.tsv"}.get(data["task"], data["task"])
+        where = f"`{fp['data']}`: fine-tuned on {folder} train, scored on dev and test; pretrained on raw/train.txt"
+    lines.append(f"- Data: {where} (held-out: raw/dev.txt)")
+    if data["plan"].get("pretrained_from"):
+        lines.append(f"- Lexicon and pretrained models: those of the ablation in `{data['plan']['pretrained_from']}`")
     sets = f" with {', '.join(fp['pretrain_sets'])}" if fp["pretrain_sets"] else ""
     lines.append(f"- Pretraining: recipe `{fp['pretrain_recipe']['name']}`{sets}, {fp['pretrain_steps']:,} steps "
                  "for every pretrained variant, one run per variant shared by its seeds")

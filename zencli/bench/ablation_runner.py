@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zencli.atomic_write import atomic_write_text
-from zencli.bench.ablation import PLAN_FORMAT, RUN_FORMAT, Plan, Run, variant
+from zencli.bench.ablation import PLAN_FORMAT, PRETRAIN_KEYS, RUN_FORMAT, Plan, Run, variant
 from zencli.diffs import first_difference
 from zencli.errors import ZenError
 
@@ -82,6 +82,8 @@ def open_plan_dir(plan: Plan, command: str, machine: dict[str, Any]) -> dict[str
     out = plan.out
     path = out / PLAN_FILE
     fp = plan.settings.fingerprint()
+    if plan.settings.pretrained_from is not None:
+        check_pretrained_from(Path(plan.settings.pretrained_from), fp)
     old = read_json(path) if path.is_file() else None
     if path.is_file() and not isinstance(old, dict):
         raise ZenError(f"{path}: not a readable ablation plan; use another --out")
@@ -98,6 +100,19 @@ def open_plan_dir(plan: Plan, command: str, machine: dict[str, Any]) -> dict[str
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return doc
+
+
+def check_pretrained_from(other: Path, fp: dict[str, Any]) -> None:
+    """--pretrained-from OTHER: OTHER is an ablation whose pretrainings were made as this one's would be."""
+    doc = read_json(other / PLAN_FILE)
+    if not isinstance(doc, dict) or not isinstance(doc.get("fingerprint"), dict):
+        raise ZenError(f"--pretrained-from: {other / PLAN_FILE} is missing or unreadable; give the --out of an "
+                       "ablation that pretrained")
+    theirs = {k: doc["fingerprint"].get(k) for k in PRETRAIN_KEYS}
+    diff = first_difference(theirs, {k: fp[k] for k in PRETRAIN_KEYS})
+    if diff:
+        raise ZenError(f"--pretrained-from: {other} pretrained with other settings ({diff}); its models would not "
+                       "be this plan's")
 
 
 # -- one run --------------------------------------------------------------------------------------

@@ -13,13 +13,18 @@ from zencli.bench.ablation import DEFAULT_FINETUNE_STEPS, DEFAULT_PRETRAIN_STEPS
 from zencli.cli.common import console, err_console
 
 
-def _command(task: str, data: Optional[Path], out: Path, seeds: int, budget: Optional[float], pretrain_steps: int,
-             finetune_steps: Optional[int], finetune_epochs: Optional[float], scratch_steps: Optional[int],
-             only: Optional[str], set_pretrain: list[str], set_finetune: list[str]) -> str:
+def _command(task: str, data: Optional[Path], task_data: Optional[Path], pretrained_from: Optional[Path], out: Path,
+             seeds: int, budget: Optional[float], pretrain_steps: int, finetune_steps: Optional[int],
+             finetune_epochs: Optional[float], scratch_steps: Optional[int], only: Optional[str],
+             set_pretrain: list[str], set_finetune: list[str]) -> str:
     """The command line that reproduces (and continues) this ablation, options in a fixed order."""
     args = ["zen", "bench", "ablation", "--task", task]
     if data is not None:
         args += ["--data", str(data)]
+    if task_data is not None:
+        args += ["--task-data", str(task_data)]
+    if pretrained_from is not None:
+        args += ["--pretrained-from", str(pretrained_from)]
     args += ["--out", str(out), "--seeds", str(seeds), "--pretrain-steps", str(pretrain_steps)]
     args += (["--finetune-epochs", f"{finetune_epochs:g}"] if finetune_epochs is not None
              else ["--finetune-steps", str(finetune_steps)])
@@ -37,9 +42,15 @@ def _command(task: str, data: Optional[Path], out: Path, seeds: int, budget: Opt
 
 
 def ablation(
-    task: str = typer.Option(..., "--task", "-t", help="ner or cws (PD98)."),
+    task: str = typer.Option(..., "--task", "-t", help="ner, cws, pos (PD98) or sa (the sentiment reviews)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Dataset directory in the shared layout (raw/, ner/, "
-                                        "cws/); default: the located PD98."),
+                                        "cws/, pos/); default: the located PD98."),
+    task_data: Optional[Path] = typer.Option(None, "--task-data", help="Folder with the task's train, dev and test "
+                                             "files (default: the task's folder of --data; sa: the located "
+                                             "sentiment dataset)."),
+    pretrained_from: Optional[Path] = typer.Option(None, "--pretrained-from", help="Another ablation's --out: use "
+                                                   "its lexicon and pretrained models (same pretraining settings "
+                                                   "required), e.g. to fine-tune one pretraining on every task."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the runs and the report go "
                                        "(default: runs/ablation-TASK)."),
     seeds: int = typer.Option(DEFAULT_SEEDS, "--seeds", help="Fine-tuning seeds per variant (1..N)."),
@@ -55,8 +66,8 @@ def ablation(
                                                 "without pretraining (CHTE, Transformer-CRF); default: "
                                                 "--pretrain-steps + --finetune-steps."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated variants to run (default: all): zen2, "
-                                       "zen1, bert, zen2-unweighted, zen2-absolute, zen2-charmask, transformer-crf, "
-                                       "chte, chte-plain-residual, chte-no-cnn."),
+                                       "zen1, bert, zen2-unweighted, zen2-absolute, zen2-charmask, zen2-rtd, "
+                                       "zen2-entropy, transformer-crf, chte, chte-plain-residual, chte-no-cnn."),
     set_pretrain: list[str] = typer.Option([], "--set-pretrain", help="Pretraining recipe key for every pretrained "
                                            "variant: KEY=VALUE (repeatable), e.g. train.num_threads=2."),
     set_finetune: list[str] = typer.Option([], "--set-finetune", help="Fine-tuning recipe key for every run: "
@@ -83,15 +94,23 @@ def ablation(
     from zencli.bench.common import dataset_dir
 
     names = [x.strip() for x in only.split(",") if x.strip()] if only is not None else None
+    from zencli.bench.ablation import TASK_DATASETS
+
+    own = TASK_DATASETS.get(task)
     settings = AblationSettings(task=task, data=Path("."), out=out, seeds=seeds, pretrain_steps=pretrain_steps,
                                 finetune_steps=finetune_steps, finetune_epochs=finetune_epochs,
-                                scratch_steps=scratch_steps, only=names,
+                                scratch_steps=scratch_steps, only=names, task_data=task_data,
+                                pretrained_from=pretrained_from,
                                 pretrain_sets=list(set_pretrain), finetune_sets=list(set_finetune))
-    settings.validate()  # option errors before the dataset is located (which may fetch it)
+    settings.validate()  # option errors before the datasets are located (which may fetch them)
     settings.data = dataset_dir(data)
+    if own and task_data is None:
+        settings.task_data = dataset_dir(None, own)
+    elif task_data is not None and not task_data.is_dir():
+        raise ZenError(f"--task-data: {task_data} is not a directory; expected the task's train/dev/test folder")
     plan = Plan(settings)
-    command = _command(task, data, out, seeds, budget, pretrain_steps, finetune_steps, finetune_epochs,
-                       scratch_steps, only, list(set_pretrain), list(set_finetune))
+    command = _command(task, data, task_data, pretrained_from, out, seeds, budget, pretrain_steps, finetune_steps,
+                       finetune_epochs, scratch_steps, only, list(set_pretrain), list(set_finetune))
     from zencli.bench.ablation_runner import run_plan
 
     summary = None
