@@ -32,8 +32,8 @@ def _word(rng: random.Random, n: int) -> str:
 
 def make_corpus(root: Path, seed: int = 3) -> Path:
     """raw/, cws/, ner/, pos/ (and sentiment/ for sa) train/dev/test of invented sentences: a word-level
-    Markov chain over 50 plain words
-    with person, place and organisation names mixed in (BMES entity labels), as PD98 lays them out."""
+    Markov chain over 50 plain words with person, place and organisation names mixed in (BMES entity
+    labels), as PD98 lays them out."""
     rng = random.Random(seed)
     plain = [_word(rng, rng.choice([1, 2, 2, 3])) for _ in range(50)]
     names = {"PER": [_word(rng, rng.choice([2, 3])) for _ in range(8)],
