@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from tests.conftest import SHARED_DATA, needs_shared
 from tests.test_workspace import write_corpus
 from zencli.cli.app import app
-from zencli.cli.quickstart import SENTENCES, budget
 from zencli.errors import ZenError
-from zencli.workspace import Workspace
+from zencli.jobs.quickstart import SENTENCES
+from zencli.workspace import Workspace, budget
 
 runner = CliRunner()
 

@@ -77,7 +77,7 @@ def evaluate(
     if json_out == "-":
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
-    _print(evaluation)
+    print_evaluation(evaluation)
     if json_out is not None:
         path = Path(json_out)
         if path.is_dir():
@@ -149,7 +149,7 @@ def _esc(text: str) -> str:
     return escape(text)
 
 
-def _print(evaluation: Evaluation) -> None:
+def print_evaluation(evaluation: Evaluation) -> None:
     from rich.table import Table as RichTable
 
     from zencli.metrics import rich_tables
