@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from zencli.progress import make_progress
 from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 
 console = Console(stderr=False)
@@ -32,14 +33,4 @@ def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
 
 def progress_bar(out: Console = console):
     """A transient Rich progress bar for benchmark rounds: description, bar, done/total, elapsed, ETA."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=out, transient=True)
+    return make_progress(out, width=28, elapsed=True, transient=True)

@@ -11,6 +11,7 @@ import typer
 
 from zencli.cli.common import console, err_console
 from zencli.errors import ZenError
+from zencli.progress import make_progress
 
 app = typer.Typer(help="Build and inspect vocabularies (BERT vocab.txt, one token per line).", no_args_is_help=True)
 
@@ -196,24 +197,7 @@ class _byte_progress:
     """A Rich progress bar over corpus bytes (throughput + ETA) on stderr; yields an `advance(n)`."""
 
     def __init__(self, label: str, total: int):
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-            TransferSpeedColumn,
-        )
-
-        self._progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-        )
+        self._progress = make_progress(err_console, amount="bytes", transient=True)
         self._task = self._progress.add_task(label, total=total)
 
     def __enter__(self):

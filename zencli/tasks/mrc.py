@@ -49,7 +49,7 @@ import torch
 
 from zencli.data.collate import collate
 from zencli.data.readers import MrcExample
-from zencli.data.readers.common import json_text, parse_json_line
+from zencli.data.readers.mrc import parse_mrc_line
 from zencli.data.windows import (
     Window,
     char_span_to_tokens,
@@ -60,7 +60,7 @@ from zencli.data.windows import (
     tokens_to_char_span,
     window_to_context,
 )
-from zencli.errors import ZenError, where
+from zencli.errors import ZenError
 from zencli.metrics.mrc import MRC_METRICS
 from zencli.model.heads import SpanExtractionHead
 from zencli.tasks.base import Record, Task, register
@@ -131,15 +131,7 @@ class MrcTask(Task):
 
     # --- data -----------------------------------------------------------------------------------------------
     def parse_input(self, text: str, source: str, line: int) -> MrcExample:
-        if not text.strip():
-            return MrcExample("", "", "", [], False, line)
-        obj = parse_json_line(source, line, text)
-        qid = obj.get("id", obj.get("qid", line))
-        if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-            raise ZenError(f"{where(source, line)}: 'id': expected a string, got {type(qid).__name__}")
-        question = json_text(source, line, obj, ("question",), "question")
-        context = json_text(source, line, obj, ("context",), "context")
-        return MrcExample(str(qid), question, context, [], False, line)
+        return parse_mrc_line(source, line, text)
 
     def data_notes(self, gold: GoldData) -> list[str]:
         notes = super().data_notes(gold)

@@ -21,43 +21,18 @@ from typing import IO, Any
 
 import torch
 
-from zencli.errors import ZenError, where
+from zencli.errors import ZenError
 from zencli.tasks.model import LoadedModel, load_task_model
 from zencli.tasks.scoring import Evaluation
+from zencli.text.reading import decode_lines
 
-_BOM = b"\xef\xbb\xbf"
 STDIN = "<stdin>"
 
 
 def read_stream(stream: IO[bytes] | IO[str], name: str = STDIN) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a binary stream, read the way `zencli.text.reading.iter_lines` reads files:
-    UTF-8 (a BOM dropped), LF / CRLF / CR line ends, invalid bytes a one-line error naming line and offset.
-    Lines are yielded as they arrive."""
-    offset = 0
-    lineno = 0
-    for raw in stream:
-        lineno += 1
-        start = offset
-        offset += len(raw)
-        if isinstance(raw, str):  # a text stream (already decoded)
-            text = raw.removeprefix("\ufeff") if start == 0 else raw
-        else:
-            if start == 0 and raw.startswith(_BOM):
-                raw = raw[3:]
-                start = 3
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ZenError(f"{where(name, lineno)}: invalid UTF-8 at byte offset {start + e.start} "
-                               f"(byte 0x{raw[e.start]:02x}); expected UTF-8 text") from None
-        text = text.rstrip("\n").rstrip("\r")
-        if "\r" in text:  # CR-only line ends: each CR ends a line
-            parts = text.split("\r")
-            for i, part in enumerate(parts):
-                yield lineno + i, part
-            lineno += len(parts) - 1
-        else:
-            yield lineno, text
+    """(line number, text) of a stream (binary, or text already decoded), decoded as
+    `zencli.text.reading.iter_lines` decodes files; lines are yielded as they arrive."""
+    return decode_lines(stream, name, expected="UTF-8 text")
 
 
 def predict_examples(loaded: LoadedModel, examples: list[Any], batch_size: int | None = None) -> list[Any]:

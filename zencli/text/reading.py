@@ -1,15 +1,16 @@
 """Careful, streaming reading of UTF-8 text files.
 
-Every reader in zen goes through `iter_lines`, so all of them treat input the same way: a UTF-8 BOM is
-dropped, CRLF and CR line ends become plain lines, and each problem (missing file, directory, empty file,
-invalid UTF-8) is a one-line ZenError naming the file, the line and, for bad bytes, the byte offset.
+Every reader in zen goes through `iter_lines` (files) or `decode_lines` (streams such as stdin), so all
+of them treat input the same way: a UTF-8 BOM is dropped, CRLF and CR line ends become plain lines, and
+each problem (missing file, directory, empty file, invalid UTF-8) is a one-line ZenError naming the file,
+the line and, for bad bytes, the byte offset.
 Files are read in binary and decoded line by line, so memory stays flat on files of any size.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from zencli.errors import ZenError, where
@@ -51,31 +52,54 @@ def iter_lines(
             if f.read(1) != b"\n":
                 f.readline()
             offset = f.tell()
-        lineno = 0
-        for raw in f:
-            if end_byte is not None and offset >= end_byte:
-                break
-            lineno += 1
-            line_start = offset
-            offset += len(raw)
-            if line_start == 0 and raw.startswith(_BOM):
-                raw = raw[3:]
-                line_start = 3
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ZenError(
-                    f"{where(p, lineno)}: invalid UTF-8 at byte offset {line_start + e.start} "
-                    f"(byte 0x{raw[e.start]:02x}); expected a UTF-8 text file"
-                ) from None
-            # A CR-only file arrives as one long "line": split it so CR behaves like LF.
-            text = text.rstrip("\n").rstrip("\r")
-            if "\r" in text:
-                for i, part in enumerate(text.split("\r")):
-                    yield lineno + i, part
-                lineno += text.count("\r")
-            else:
-                yield lineno, text
+        yield from decode_lines(f, p, offset=offset, end_byte=end_byte)
+
+
+def _without_bom(raw: bytes | str) -> tuple[bytes | str, int]:
+    """The first line without its BOM (bytes) or U+FEFF (text), and the byte offset its content starts at."""
+    if isinstance(raw, str):
+        return raw.removeprefix("\ufeff"), 0
+    return (raw[3:], 3) if raw.startswith(_BOM) else (raw, 0)
+
+
+def decode_lines(
+    raw_lines: Iterable[bytes] | Iterable[str], name: str | Path, *, offset: int = 0, end_byte: int | None = None,
+    expected: str = "a UTF-8 text file",
+) -> Iterator[tuple[int, str]]:
+    """`(line_number, text)` of raw lines as a binary file or stream yields them (line ends kept), decoded
+    the way every zen reader decodes: UTF-8, a BOM at byte 0 dropped, LF / CRLF / CR line ends, invalid
+    bytes a one-line error naming `name`, the line and the byte offset (`expected` ends the message).
+
+    `offset` is the byte offset of the first raw line (a BOM is looked for only at 0); reading stops at the
+    first line starting at or after `end_byte`. Lines already decoded (a text stream) pass through with
+    only a leading U+FEFF dropped and the line ends handled, so `zen predict` reads a pipe either way.
+    """
+    lineno = 0
+    for raw in raw_lines:
+        if end_byte is not None and offset >= end_byte:
+            break
+        lineno += 1
+        line_start = offset
+        offset += len(raw)
+        if line_start == 0:
+            raw, line_start = _without_bom(raw)
+        try:
+            text = raw.decode("utf-8")
+        except AttributeError:  # a text stream's line, decoded already (no type test on the hot path)
+            text = raw
+        except UnicodeDecodeError as e:
+            raise ZenError(
+                f"{where(name, lineno)}: invalid UTF-8 at byte offset {line_start + e.start} "
+                f"(byte 0x{raw[e.start]:02x}); expected {expected}"
+            ) from None
+        # A CR-only file arrives as one long "line": split it so CR behaves like LF.
+        text = text.rstrip("\n").rstrip("\r")
+        if "\r" in text:
+            for i, part in enumerate(text.split("\r")):
+                yield lineno + i, part
+            lineno += text.count("\r")
+        else:
+            yield lineno, text
 
 
 def shard_byte_ranges(path: str | Path, n: int) -> list[tuple[int, int]]:

@@ -25,16 +25,11 @@ from typing import Any, Literal
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress
 from rich.text import Text
 
 from zencli.atomic_write import atomic_write_text
+from zencli.progress import make_progress
 
 
 def format_eta(seconds: float) -> str:
@@ -106,10 +101,7 @@ class ProgressDisplay:
         self._start_step, self._start_time = start_step, time.perf_counter()
         self._progress: Progress | None = None
         if self.live:
-            self._progress = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"), TextColumn("ETA"), TimeRemainingColumn(),
-                console=self.console, transient=False)
+            self._progress = make_progress(self.console, field="info")
             self._task = self._progress.add_task("train", total=total_steps, completed=start_step, info="")
             self._progress.start()
 

@@ -31,13 +31,13 @@ from zencli.data.readers.common import (
     ReadInfo,
     check_format,
     field_value,
+    first_line_is_header,
     header_roles,
+    json_records,
     json_text,
     looks_like_json_lines,
-    looks_like_label,
-    parse_json_line,
     sample_lines,
-    split_row,
+    tsv_rows,
 )
 from zencli.errors import ZenError
 from zencli.text.reading import iter_lines
@@ -83,9 +83,7 @@ def detect_columns(path: str | Path, header: bool | None = None, order: str | No
         body = rows[1:] if len(rows) > 1 else rows
         label_col = detect_label_column(body)
     if header is None:
-        rest = [r[label_col] for r in sample[1:] if len(r) == 2]
-        header = len(first) == 2 and bool(rest) and all(map(looks_like_label, rest)) \
-            and not looks_like_label(first[label_col])
+        header = first_line_is_header(sample, label_col, 2)
     roles = {"label": label_col, "text": 1 - label_col}
     return Columns(header, 2, roles)
 
@@ -127,13 +125,7 @@ def read_classification(path: str | Path, fmt: str = "auto", header: bool | None
 def _read_tsv(p: Path, cols: Columns, info: ReadInfo) -> list[TextExample]:
     out: list[TextExample] = []
     has_label = "label" in cols.roles
-    for lineno, text in iter_lines(p):
-        if cols.header and lineno == 1:
-            continue
-        if not text.strip():
-            info.blank_lines += 1
-            continue
-        fields = split_row(p, lineno, text, cols)
+    for lineno, fields in tsv_rows(p, cols, info):
         label = field_value(p, lineno, fields, cols, "label", strip=True) if has_label else None
         out.append(TextExample(field_value(p, lineno, fields, cols, "text"), label, lineno))
     return out
@@ -142,11 +134,7 @@ def _read_tsv(p: Path, cols: Columns, info: ReadInfo) -> list[TextExample]:
 def _read_jsonl(p: Path, info: ReadInfo) -> list[TextExample]:
     out: list[TextExample] = []
     label_of = LabelPresence(p, LABEL_KEYS)
-    for lineno, text in iter_lines(p):
-        if not text.strip():
-            info.blank_lines += 1
-            continue
-        obj = parse_json_line(p, lineno, text)
+    for lineno, obj in json_records(p, info):
         out.append(TextExample(json_text(p, lineno, obj, TEXT_KEYS, "text"), label_of(lineno, obj), lineno))
     info.labelled = bool(label_of.labelled)
     return out

@@ -1,5 +1,6 @@
 """Pieces every reader shares: the `ReadInfo` report, sampling the first lines for format detection,
-JSON parsing with file:line errors, and TAB-separated column layouts with header detection."""
+JSON parsing with file:line errors, TAB-separated column layouts with header detection, and the loops
+that turn a JSON-lines or TAB-separated file into records (blank lines skipped and counted)."""
 
 from __future__ import annotations
 
@@ -102,6 +103,16 @@ def parse_json_line(path: str | Path, lineno: int, text: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ZenError(f"{where(path, lineno)}: expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def json_records(path: Path, info: ReadInfo) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each record of a JSON-lines file; blank lines carry no record and are
+    counted in `info.blank_lines`."""
+    for lineno, text in iter_lines(path):
+        if not text.strip():
+            info.blank_lines += 1
+            continue
+        yield lineno, parse_json_line(path, lineno, text)
 
 
 def looks_like_json_lines(sample: list[tuple[int, str]]) -> bool:
@@ -207,6 +218,16 @@ def looks_like_label(value: str) -> bool:
     return bool(_INT.match(v)) or v in _LABEL_WORDS
 
 
+def first_line_is_header(sample: list[list[str]], col: int, width: int) -> bool:
+    """Whether line 1 of a headerless-looking sample is a header after all: it has `width` fields and its
+    column `col` is not a label value, while that column holds one on every other sampled line of `width`
+    fields (a header names its columns with words, the data below it has labels)."""
+    first = sample[0]
+    rest = [r[col] for r in sample[1:] if len(r) == width]
+    return (len(first) == width and bool(rest) and all(map(looks_like_label, rest))
+            and not looks_like_label(first[col]))
+
+
 def header_roles(fields: list[str], required: tuple[str, ...], optional: tuple[str, ...] = ()
                  ) -> dict[str, int] | None:
     """Map roles to column indices if `fields` is a header naming every required role, else None."""
@@ -246,6 +267,19 @@ def split_row(path: str | Path, lineno: int, text: str, cols: Columns) -> list[s
         raise ZenError(f"{where(path, lineno)}: expected {cols.width} TAB-separated columns ({expected}), "
                        f"got {len(fields)}")
     return fields
+
+
+def tsv_rows(path: Path, cols: Columns, info: ReadInfo) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each data line of a TAB-separated file read with layout `cols`: the header
+    line is passed over, blank lines carry no example and are counted in `info.blank_lines`, and a line of
+    another width is a one-line file:line error."""
+    for lineno, text in iter_lines(path):
+        if cols.header and lineno == 1:
+            continue
+        if not text.strip():
+            info.blank_lines += 1
+            continue
+        yield lineno, split_row(path, lineno, text, cols)
 
 
 def field_value(path: str | Path, lineno: int, fields: list[str], cols: Columns, role: str, *,

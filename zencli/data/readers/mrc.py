@@ -29,13 +29,13 @@ from typing import Any
 from zencli.data.readers.common import (
     ReadInfo,
     check_format,
+    json_records,
     json_text,
     load_json_file,
     parse_json_line,
     sample_lines,
 )
 from zencli.errors import ZenError, where
-from zencli.text.reading import iter_lines
 
 MRC_FORMATS = ("squad", "jsonl")
 
@@ -206,18 +206,28 @@ def _jsonl_answers(p: Path, lineno: int, obj: dict[str, Any]) -> list[tuple[str,
     return out
 
 
+def _question(path: str | Path, lineno: int, obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(id, question, context) of a JSON-lines record; the id defaults to the line number."""
+    qid = obj.get("id", obj.get("qid", lineno))
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+        raise ZenError(f"{where(path, lineno)}: 'id': expected a string, got {type(qid).__name__}")
+    question = json_text(path, lineno, obj, ("question",), "question")
+    context = json_text(path, lineno, obj, ("context",), "context")
+    return str(qid), question, context
+
+
 def _read_jsonl(p: Path, build: _Builder) -> list[MrcExample]:
     out: list[MrcExample] = []
-    for lineno, text in iter_lines(p):
-        if not text.strip():
-            build.info.blank_lines += 1
-            continue
-        obj = parse_json_line(p, lineno, text)
-        qid_value = obj.get("id", obj.get("qid", lineno))
-        if isinstance(qid_value, bool) or not isinstance(qid_value, (str, int)):
-            raise ZenError(f"{where(p, lineno)}: 'id': expected a string, got {type(qid_value).__name__}")
-        question = json_text(p, lineno, obj, ("question",), "question")
-        context = json_text(p, lineno, obj, ("context",), "context")
-        out.append(build.example(str(qid_value), question, context, _jsonl_answers(p, lineno, obj),
-                                 where(p, lineno), lineno))
+    for lineno, obj in json_records(p, build.info):
+        qid, question, context = _question(p, lineno, obj)
+        out.append(build.example(qid, question, context, _jsonl_answers(p, lineno, obj), where(p, lineno), lineno))
     return out
+
+
+def parse_mrc_line(path: str | Path, lineno: int, text: str) -> MrcExample:
+    """One line of prediction input, read like a `jsonl` record but without answers (none are located).
+    An empty line is an empty example, so the output keeps the input's line count."""
+    if not text.strip():
+        return MrcExample("", "", "", [], False, lineno)
+    qid, question, context = _question(path, lineno, parse_json_line(path, lineno, text))
+    return MrcExample(qid, question, context, [], False, lineno)

@@ -26,16 +26,15 @@ from zencli.data.readers.common import (
     ReadInfo,
     check_format,
     field_value,
+    first_line_is_header,
     header_roles,
+    json_records,
     json_text,
     looks_like_json_lines,
-    looks_like_label,
-    parse_json_line,
     sample_lines,
-    split_row,
+    tsv_rows,
 )
 from zencli.errors import ZenError, where
-from zencli.text.reading import iter_lines
 
 PAIR_FORMATS = ("tsv", "jsonl")
 A_KEYS = ("sentence1", "text_a", "premise", "query1", "question1")
@@ -69,9 +68,7 @@ def detect_pair_columns(path: str | Path, header: bool | None = None) -> Columns
                        f"a<TAB>b<TAB>label (or 2 without labels), got {width}")
     roles = {"a": 0, "b": 1} | ({"label": 2} if width == 3 else {})
     if header is None:
-        rest = [r[2] for r in sample[1:] if len(r) == 3]
-        header = (width == 3 and bool(rest) and all(map(looks_like_label, rest))
-                  and not looks_like_label(first[2]))
+        header = width == 3 and first_line_is_header(sample, 2, 3)
     return Columns(header, width, roles)
 
 
@@ -104,13 +101,7 @@ def _read_tsv(p: Path, cols: Columns, info: ReadInfo) -> list[PairExample]:
     info.header, info.columns = cols.header, cols.names()
     info.labelled = "label" in cols.roles
     out: list[PairExample] = []
-    for lineno, text in iter_lines(p):
-        if cols.header and lineno == 1:
-            continue
-        if not text.strip():
-            info.blank_lines += 1
-            continue
-        f = split_row(p, lineno, text, cols)
+    for lineno, f in tsv_rows(p, cols, info):
         label = field_value(p, lineno, f, cols, "label", strip=True) if info.labelled else None
         out.append(PairExample(field_value(p, lineno, f, cols, "a"), field_value(p, lineno, f, cols, "b"),
                                label, lineno))
@@ -120,11 +111,7 @@ def _read_tsv(p: Path, cols: Columns, info: ReadInfo) -> list[PairExample]:
 def _read_jsonl(p: Path, info: ReadInfo) -> list[PairExample]:
     out: list[PairExample] = []
     label_of = LabelPresence(p, LABEL_KEYS)
-    for lineno, text in iter_lines(p):
-        if not text.strip():
-            info.blank_lines += 1
-            continue
-        obj = parse_json_line(p, lineno, text)
+    for lineno, obj in json_records(p, info):
         a = json_text(p, lineno, obj, A_KEYS, "first sentence")
         b = json_text(p, lineno, obj, B_KEYS, "second sentence")
         out.append(PairExample(a, b, label_of(lineno, obj), lineno))

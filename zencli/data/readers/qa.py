@@ -23,13 +23,12 @@ from zencli.data.readers.common import (
     ReadInfo,
     check_format,
     field_value,
+    first_line_is_header,
     header_roles,
-    looks_like_label,
     sample_lines,
-    split_row,
+    tsv_rows,
 )
 from zencli.errors import ZenError, where
-from zencli.text.reading import iter_lines
 
 QA_FORMATS = ("tsv",)
 _LAYOUTS = {
@@ -69,11 +68,7 @@ def detect_qa_columns(path: str | Path, header: bool | None = None) -> Columns:
                        f"qid<TAB>question<TAB>answer<TAB>label (or 3 or 2, see the docs), got {width}")
     roles = {name: c for c, name in enumerate(names)}
     if header is None:
-        header = False
-        if "label" in roles and len(sample) > 1:
-            c = roles["label"]
-            rest = [r[c] for r in sample[1:] if len(r) == width]
-            header = bool(rest) and all(map(looks_like_label, rest)) and not looks_like_label(first[c])
+        header = "label" in roles and first_line_is_header(sample, roles["label"], width)
     return Columns(header, width, roles)
 
 
@@ -87,13 +82,7 @@ def read_qa(path: str | Path, fmt: str = "auto", header: bool | None = None
                     labelled="label" in cols.roles)
     qids: dict[str, str] = {}  # question → derived qid, when the file has no qid column
     out: list[QaExample] = []
-    for lineno, text in iter_lines(p):
-        if cols.header and lineno == 1:
-            continue
-        if not text.strip():
-            info.blank_lines += 1
-            continue
-        f = split_row(p, lineno, text, cols)
+    for lineno, f in tsv_rows(p, cols, info):
         question = field_value(p, lineno, f, cols, "question")
         if "qid" in cols.roles:
             qid = field_value(p, lineno, f, cols, "qid", strip=True)
