@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zencli.data import pretraining
 from zencli.data.masking import drop_covering_masked
 from zencli.data.pretraining import generate_shards, plan_parts
+from zencli.data.pretraining import workers as pretraining  # the module whose _make_shard the tests wrap
 from zencli.data.segmenters import LexiconSegmenter
 from zencli.data.shards import MANIFEST_NAME, PretrainShards, read_manifest
 from zencli.errors import ZenError

@@ -143,7 +143,7 @@ def run_lexicon(plan: Plan, run: Run, console: Console) -> dict[str, Any]:
     """The vocabulary and n-gram lexicon of the raw train text, built as `zen pretrain` builds missing
     ones (the base recipe's data.* settings). results.json is written last: it marks them complete."""
     from zencli.lexicon.ngram_file import Lexicon
-    from zencli.tasks.pretraining import _build_lexicon, _build_vocab
+    from zencli.tasks.pretraining.vocab_lexicon import build_lexicon_file, build_vocab_file
     from zencli.text.vocab import Vocab
 
     cfg = plan.lexicon_config()
@@ -153,8 +153,8 @@ def run_lexicon(plan: Plan, run: Run, console: Console) -> dict[str, Any]:
 
     corpus = [Path(p) for p in cfg.data.corpus]
     vocab, ngram = run.dir / "vocab.txt", run.dir / "ngram.txt"
-    _build_vocab(cfg, corpus, vocab, say)
-    say(_build_lexicon(cfg, corpus, vocab, ngram, console))
+    build_vocab_file(cfg, corpus, vocab, say)
+    say(build_lexicon_file(cfg, corpus, vocab, ngram, console))
     n_vocab, n_ngrams = len(Vocab.load(vocab)), len(Lexicon.load(ngram))
     if n_ngrams == 0:
         raise ZenError(f"{corpus[0]}: the lexicon is empty (no n-gram passes the thresholds); ZEN needs n-grams: "
