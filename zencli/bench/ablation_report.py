@@ -22,6 +22,7 @@ from zencli.atomic_write import atomic_write_text
 from zencli.bench.ablation import CLAIMS, VARIANTS, Variant
 from zencli.bench.ablation_runner import PLAN_FILE, RESULTS, read_json, wall_seconds
 from zencli.errors import ZenError
+from zencli.train.progress import read_metrics
 
 REPORT_MD = "report.md"
 REPORT_JSON = "report.json"
@@ -43,19 +44,6 @@ def _thin(points: list[dict[str, Any]], keep: int = MAX_TRAIN_POINTS) -> list[di
     return [points[round(i * step)] for i in range(keep)]
 
 
-def _metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue  # a line cut by a kill; the loop rewrites metrics on resume
-    return out
-
-
 def _seed_of(path: Path) -> int | None:
     m = re.fullmatch(r"seed-(\d+)", path.name)
     return int(m.group(1)) if m else None
@@ -73,7 +61,7 @@ def _finetune_runs(out: Path, v: Variant, metric: str) -> dict[int, dict[str, An
         rec = read_json(d / RESULTS) if seed is not None else None
         if not isinstance(rec, dict) or rec.get("kind") != "finetune":
             continue
-        records = _metrics(d)
+        records = read_metrics(d)
         runs[seed] = {
             "test": 100 * rec["test"]["main_score"], "dev": 100 * rec["dev"]["main_score"],
             "wall_s": rec.get("wall_s", wall_seconds(d)), "steps": rec.get("steps"), "best_step": rec.get("best_step"),
@@ -93,7 +81,7 @@ def _pretraining(root: Path, v: Variant) -> dict[str, Any] | None:
         return None
     h = res.get("heldout") or {}
     final, base = h.get("final") or {}, h.get("baseline") or {}
-    records = _metrics(d)
+    records = read_metrics(d)
     model = (res.get("recipe") or {}).get("model", {})
     return {
         "encoder": model.get("encoder"), "ngram_weighting": model.get("ngram_weighting"),

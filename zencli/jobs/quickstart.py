@@ -291,20 +291,10 @@ def _read_json(path: Path) -> dict | None:
 
 def _last_step(out: Path) -> int | None:
     """The last training step a finished run logged (metrics.jsonl)."""
-    try:
-        lines = (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    steps = [r.get("step") for r in map(_json_line, lines) if r and r.get("kind") == "train"]
+    from zencli.train.progress import read_metrics
+
+    steps = [r.get("step") for r in read_metrics(out) if r.get("kind") == "train"]
     return steps[-1] if steps else None
-
-
-def _json_line(text: str) -> dict | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _previous(summary: dict, section: str, key: str) -> Any:

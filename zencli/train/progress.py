@@ -144,6 +144,23 @@ class ProgressDisplay:
             self._progress = None
 
 
+def read_metrics(output_dir: Path) -> list[dict[str, Any]]:
+    """The records of `<output_dir>/metrics.jsonl` ([] when there is none), skipping a torn line: only the
+    last one can be, when the writer was killed mid-write."""
+    path = Path(output_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 class MetricsLog:
     """Append-only `metrics.jsonl` (+ TensorBoard scalars when the package is installed)."""
 
@@ -166,14 +183,8 @@ class MetricsLog:
         path = Path(output_dir) / "metrics.jsonl"
         if not path.is_file():
             return
-        kept = []
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # only the last line can be torn (the writer was killed mid-write)
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and record["step"] <= step:
-                kept.append(line)
+        kept = [json.dumps(r, ensure_ascii=False) for r in read_metrics(output_dir)
+                if isinstance(r.get("step"), int) and r["step"] <= step]
         atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, record: dict[str, Any]) -> None:

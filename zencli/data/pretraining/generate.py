@@ -15,7 +15,7 @@ import numpy as np
 from zencli.atomic_write import atomic_write
 from zencli.data.documents import make_pairs
 from zencli.data.pretraining.corpus import TokenizedCorpus, plan_parts, tokenize_corpus
-from zencli.data.pretraining.report import GenerationResult, progress_bars
+from zencli.data.pretraining.report import GenerationResult
 from zencli.data.pretraining.resume import (
     ShardManifest,
     complete_shards,
@@ -34,6 +34,7 @@ from zencli.data.segmenters import ModelLoader, describe_segmenter, make_segment
 from zencli.data.shards import FORMAT, FORMAT_VERSION, FREQS_NAME, shard_name, token_dtype
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.progress import optional_progress
 from zencli.text.tokenizer import Tokenizer
 from zencli.text.vocab import CLS, MASK, PAD, SEP, Vocab
 
@@ -142,7 +143,7 @@ def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainData
                  console: Any) -> tuple[TokenizedCorpus, float]:
     """The tokenized corpus and the seconds reading it took; fewer than two documents is an error."""
     t0 = time.perf_counter()
-    with progress_bars(console) as progress:
+    with _bars(console) as progress:
         task = progress.add_task("reading", total=None, extra="") if progress else None
 
         def on_doc(n_docs: int, chars: int) -> None:
@@ -202,7 +203,7 @@ def _make_shards(pending: list[ShardTask], manifest: ShardManifest, config: Work
     t1 = time.perf_counter()
     manifest.save()
     if pending:
-        with shared_corpus(corpus, config.work_dir), progress_bars(console) as progress:
+        with shared_corpus(corpus, config.work_dir), _bars(console) as progress:
             n_shards = manifest.n_shards
             ptask = (progress.add_task("shards", total=n_shards, completed=n_shards - len(pending), extra="")
                      if progress else None)
@@ -217,3 +218,8 @@ def _make_shards(pending: list[ShardTask], manifest: ShardManifest, config: Work
 
             run_shards(pending, config, min(workers, len(pending)), finished)
     return made_examples, time.perf_counter() - t1
+
+
+def _bars(console: Any):
+    """The tokenizing and shard bars (None when quiet): their rate goes in the `extra` field."""
+    return optional_progress(console, width=8, field="extra", elapsed=True)

@@ -52,36 +52,6 @@ def shard_totals(shards: list[dict[str, Any]]) -> dict[str, Any]:
     return t
 
 
-class progress_bars:
-    """A Rich progress display when a console is given, else None (as a context manager)."""
-
-    def __init__(self, console: Any):
-        self.console = console
-        self.progress = None
-
-    def __enter__(self):
-        if self.console is None:
-            return None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(TextColumn("[bold]{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[extra]}"), TimeRemainingColumn(), TimeElapsedColumn(),
-                                 console=self.console)
-        self.progress.__enter__()
-        return self.progress
-
-    def __exit__(self, *exc: object) -> None:
-        if self.progress is not None:
-            self.progress.__exit__(*exc)
-
-
 def summary_table(result: GenerationResult):
     """A Rich table of the run and the dataset (the same numbers as `result.as_dict()`)."""
     from rich.table import Table

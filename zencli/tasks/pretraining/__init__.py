@@ -59,7 +59,7 @@ from zencli.tasks.pretraining.heldout import (
 from zencli.tasks.pretraining.model import build_model
 from zencli.tasks.pretraining.objective import PLATEAU_MARGIN, plateau_watch, pretraining_loss
 from zencli.tasks.pretraining.preparation import Prepared, check_documents, expand_corpus, prepare
-from zencli.tasks.pretraining.results import PretrainResult, curve, read_metrics, result_tables
+from zencli.tasks.pretraining.results import PretrainResult, curve, result_tables
 from zencli.tasks.pretraining.run import run_pretrain
 from zencli.tasks.pretraining.rundir import (
     DATA_DIR,
@@ -78,6 +78,6 @@ __all__ = [
     "BASELINE_MAX_SHARDS", "DATA_DIR", "MARKER_FORMAT", "MARKER_NAME", "MODEL_DIR", "PLATEAU_MARGIN", "RECIPE_NAME",
     "RESULTS_NAME", "HeldoutSet", "Prepared", "PretrainResult", "add_mlm_sums", "build_model", "check_documents",
     "check_output_dir", "clear_outputs", "curve", "evaluate", "expand_corpus", "mlm_scores", "plateau_watch",
-    "prepare", "pretraining_loss", "read_metrics", "recipe_yaml", "result_tables", "run_plan", "run_pretrain",
+    "prepare", "pretraining_loss", "recipe_yaml", "result_tables", "run_plan", "run_pretrain",
     "unigram_baseline",
 ]

@@ -17,6 +17,7 @@ from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData
 from zencli.tasks.pretraining.rundir import MODEL_DIR, RESULTS_NAME
+from zencli.train.progress import read_metrics
 from zencli.train.settings import TrainSettings
 
 
@@ -29,19 +30,6 @@ class PretrainResult:
     elapsed_s: float
     tokens_per_s: float | None
     results: dict[str, Any]
-
-
-def read_metrics(out: Path) -> list[dict[str, Any]]:
-    path = out / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
 
 
 def curve(records: list[dict[str, Any]], points: int = 10) -> list[dict[str, Any]]:
