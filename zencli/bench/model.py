@@ -76,6 +76,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
 from zencli.bench.model_inputs import (
     FIRST_CHAR_ID,
+    CharSource,
     computed_slots,
     encoder_inputs,
     make_batches,
@@ -463,21 +464,24 @@ def progress_total(sizes_steps: list[tuple[int, int]], n_encoders: int, precisio
     return total + (2 * curve_steps if bf16 else 0)
 
 
-def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precisions: list[str] | None = None,
-        dense_opt: bool = True, steps: int = 0, warmup: int = 1, infer_steps: int = 0, batch: int = 8,
-        seq_len: int = 128, slots: int = 128, ngram_rows: int = 100_000, vocab_size: int = 21128,
-        ngram_rate: float = 0.4, text: Path | None = None, lexicon: Path | None = None,
-        curve_steps: int = 30, curve_size: ModelSize | None = None, curve_lr: float = 1e-3,
-        gemm_size: int = 2048, gemm_seconds: float = 1.0, threads: int = 0, seed: int = 0, device: str = "cpu",
-        log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
-        on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
-    """Run the model benchmark (see the module docstring); returns a JSON-ready report.
+@dataclass
+class _Inputs:
+    """The batches every size is timed on, and how they were made."""
 
-    `advance(label)` is called after every timed unit of work; `on_total(n)` announces how many."""
-    for name, value, low in (("batch", batch, 1), ("seq_len", seq_len, 8), ("slots", slots, 1),
-                             ("ngram_rows", ngram_rows, 2), ("vocab_size", vocab_size, FIRST_CHAR_ID + 2),
-                             ("steps", steps, 0), ("warmup", warmup, 0), ("infer_steps", infer_steps, 0),
-                             ("curve_steps", curve_steps, 0), ("gemm_size", gemm_size, 16), ("threads", threads, 0)):
+    batches: list[dict[str, torch.Tensor]]
+    make: dict[str, Any]  # make_batches' keyword arguments (the curve makes more batches the same way)
+    chars: CharSource
+    matcher: Any | None
+    ngram_rows: int  # the n-gram table's rows (at least the lexicon's)
+    filled: float  # n-gram slots filled per sequence
+
+
+def _check_options(*, sizes: list[ModelSize], encoders: Sequence[str], precisions: list[str] | None,
+                   ints: dict[str, tuple[int, int]], seq_len: int, ngram_rate: float, text: Path | None,
+                   lexicon: Path | None, device: str) -> tuple[torch.device, list[str]]:
+    """One-line errors for bad options; the device and the precisions to time (default: fp32, and bf16
+    where the hardware has fast bf16)."""
+    for name, (value, low) in ints.items():
         if value < low:
             raise ZenError(f"--{name.replace('_', '-')}: expected an integer >= {low}, got {value}")
     if not sizes:
@@ -508,6 +512,79 @@ def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precision
         raise ZenError(f"--precision bf16: {torch.cuda.get_device_name(dev)} does not support bf16")
     if not precisions:
         raise ZenError("--precision: expected at least one precision")
+    return dev, list(precisions)
+
+
+def _make_inputs(*, text: Path | None, lexicon: Path | None, batch: int, seq_len: int, slots: int, ngram_rows: int,
+                 vocab_size: int, ngram_rate: float, seed: int, dev: torch.device,
+                 log: Callable[[str], None]) -> _Inputs:
+    """Four batches of real text (n-grams matched with `lexicon`, or synthetic slots) or synthetic chars."""
+    rng = np.random.default_rng(seed)
+    matcher = None
+    lexicon_rows = 0
+    if text is not None:
+        chars = text_chars(text, vocab_size, max_chars=2_000_000)
+        if lexicon is not None:
+            from zencli.lexicon.matcher import NgramMatcher
+            from zencli.lexicon.ngram_file import Lexicon
+
+            lex = Lexicon.load(lexicon)
+            lexicon_rows = len(lex)
+            matcher = NgramMatcher.from_lexicon(lex, chars.vocab.get, min_len=2, max_len=8)
+            log(f"{len(lex):,} n-grams from {lexicon}")
+    else:
+        chars = synthetic_chars(200_000, vocab_size, rng)
+    rows = max(ngram_rows, lexicon_rows + 1)
+    make = dict(batch=batch, seq_len=seq_len, slots=slots, ngram_rows=rows, vocab_size=vocab_size, chars=chars,
+                matcher=matcher, ngram_rate=ngram_rate)
+    batches = [{k: t.to(dev) for k, t in b.items()} for b in make_batches(4, seed=seed, **make)]
+    filled = statistics.fmean(float((b["ngram_lengths"] > 0).sum(1).float().mean()) for b in batches)
+    log(f"inputs: {chars.description}; {filled:.1f} of {slots} n-gram slots filled per sequence")
+    return _Inputs(batches, make, chars, matcher, rows, filled)
+
+
+def _gemm_peaks(precisions: list[str], size: int, dev: torch.device, seconds: float) -> dict[str, float]:
+    return {p: gemm_peak(torch.float32 if p == "fp32" else torch.bfloat16, size, dev, min_seconds=seconds)
+            for p in precisions}
+
+
+def _add_peak_shares(results: list[dict[str, Any]], peaks: dict[str, float]) -> None:
+    """Each row's achieved GFLOP/s as a percentage of the GEMM peak of its precision."""
+    for res in results:
+        for row in res["rows"]:
+            for phase in ("train", "infer"):
+                if phase in row:
+                    for prefix in ("", "cpu_"):
+                        row[phase][f"{prefix}pct_of_gemm_peak"] = (100 * row[phase][f"{prefix}gflops_per_s"]
+                                                                   / peaks[row["precision"]])
+
+
+def _log_size(log: Callable[[str], None], result: dict[str, Any]) -> None:
+    pre = "cpu_" if judging_clock(torch.get_num_threads()) == "cpu" else ""
+    log(f"{result['size']}: training tok/s " + "; ".join(
+        f"{r['encoder']} {r['precision']} {r['train'][pre + 'tokens_per_s']:,.0f}"
+        + (f" ({r[pre + 'train_ratio_vs_bert']:.2f}× bert)" if pre + "train_ratio_vs_bert" in r else "")
+        for r in result["rows"]))
+
+
+def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precisions: list[str] | None = None,
+        dense_opt: bool = True, steps: int = 0, warmup: int = 1, infer_steps: int = 0, batch: int = 8,
+        seq_len: int = 128, slots: int = 128, ngram_rows: int = 100_000, vocab_size: int = 21128,
+        ngram_rate: float = 0.4, text: Path | None = None, lexicon: Path | None = None,
+        curve_steps: int = 30, curve_size: ModelSize | None = None, curve_lr: float = 1e-3,
+        gemm_size: int = 2048, gemm_seconds: float = 1.0, threads: int = 0, seed: int = 0, device: str = "cpu",
+        log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
+        on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
+    """Run the model benchmark (see the module docstring); returns a JSON-ready report.
+
+    `advance(label)` is called after every timed unit of work; `on_total(n)` announces how many."""
+    ints = {"batch": (batch, 1), "seq_len": (seq_len, 8), "slots": (slots, 1), "ngram_rows": (ngram_rows, 2),
+            "vocab_size": (vocab_size, FIRST_CHAR_ID + 2), "steps": (steps, 0), "warmup": (warmup, 0),
+            "infer_steps": (infer_steps, 0), "curve_steps": (curve_steps, 0), "gemm_size": (gemm_size, 16),
+            "threads": (threads, 0)}
+    dev, precisions = _check_options(sizes=sizes, encoders=encoders, precisions=precisions, ints=ints,
+                                     seq_len=seq_len, ngram_rate=ngram_rate, text=text, lexicon=lexicon,
+                                     device=device)
     dense_opt = dense_opt and "zen2" in encoders
 
     old_threads = torch.get_num_threads()
@@ -515,32 +592,10 @@ def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precision
         torch.set_num_threads(threads)
     try:
         load_start = os.getloadavg()
-        rng = np.random.default_rng(seed)
-        matcher = None
-        lexicon_rows = 0
-        if text is not None:
-            chars = text_chars(text, vocab_size, max_chars=2_000_000)
-            if lexicon is not None:
-                from zencli.lexicon.matcher import NgramMatcher
-                from zencli.lexicon.ngram_file import Lexicon
-
-                lex = Lexicon.load(lexicon)
-                lexicon_rows = len(lex)
-                matcher = NgramMatcher.from_lexicon(lex, chars.vocab.get, min_len=2, max_len=8)
-                log(f"{len(lex):,} n-grams from {lexicon}")
-        else:
-            chars = synthetic_chars(200_000, vocab_size, rng)
-        rows = max(ngram_rows, lexicon_rows + 1)
-        n_batches = 4
-        mk = dict(batch=batch, seq_len=seq_len, slots=slots, ngram_rows=rows, vocab_size=vocab_size, chars=chars,
-                  matcher=matcher, ngram_rate=ngram_rate)
-        batches = [{k: t.to(dev) for k, t in b.items()} for b in make_batches(n_batches, seed=seed, **mk)]
-        filled = statistics.fmean(float((b["ngram_lengths"] > 0).sum(1).float().mean()) for b in batches)
-        log(f"inputs: {chars.description}; {filled:.1f} of {slots} n-gram slots filled per sequence")
-
-        peaks_start = {p: gemm_peak(torch.float32 if p == "fp32" else torch.bfloat16, gemm_size, dev,
-                                    min_seconds=gemm_seconds)
-                       for p in precisions}
+        inputs = _make_inputs(text=text, lexicon=lexicon, batch=batch, seq_len=seq_len, slots=slots,
+                              ngram_rows=ngram_rows, vocab_size=vocab_size, ngram_rate=ngram_rate, seed=seed,
+                              dev=dev, log=log)
+        peaks_start = _gemm_peaks(precisions, gemm_size, dev, gemm_seconds)
         log("GEMM peak at start: " + ", ".join(f"{p} {g:.0f} GFLOP/s" for p, g in peaks_start.items()))
         step_counts = [steps or DEFAULT_STEPS.get(s.name, 3) for s in sizes]
         infer_counts = [infer_steps or n for n in step_counts]
@@ -548,52 +603,40 @@ def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precision
                                 warmup, curve_steps))
         results = []
         for size, n, ni in zip(sizes, step_counts, infer_counts):
-            results.append(bench_size(size, encoders=list(encoders), precisions=list(precisions), dense_opt=dense_opt,
-                                      batches=batches, steps=n, warmup=warmup, infer_steps=ni,
-                                      vocab_size=vocab_size, ngram_rows=rows, seed=seed, device=dev,
+            results.append(bench_size(size, encoders=list(encoders), precisions=precisions, dense_opt=dense_opt,
+                                      batches=inputs.batches, steps=n, warmup=warmup, infer_steps=ni,
+                                      vocab_size=vocab_size, ngram_rows=inputs.ngram_rows, seed=seed, device=dev,
                                       advance=advance))
-            pre = "cpu_" if judging_clock(torch.get_num_threads()) == "cpu" else ""
-            log(f"{size.name}: training tok/s " + "; ".join(
-                f"{r['encoder']} {r['precision']} {r['train'][pre + 'tokens_per_s']:,.0f}"
-                + (f" ({r[pre + 'train_ratio_vs_bert']:.2f}× bert)" if pre + "train_ratio_vs_bert" in r else "")
-                for r in results[-1]["rows"]))
+            _log_size(log, results[-1])
         kernels = attention_kernels(sizes[-1], batch, seq_len, precisions[-1], dev)
         log("attention kernels (" + sizes[-1].name + ", " + precisions[-1] + "): " + "; ".join(
             f"{r['attention']} {r['backend']} " + (f"{r['ms']:.2f} ms" if r["ok"] else "n/a") for r in kernels))
         curve = None
         if curve_steps and "bf16" in precisions:
-            csize = curve_size or sizes[0]
             curve_batches = [{k: t.to(dev) for k, t in b.items()}
-                             for b in make_batches(curve_steps, seed=seed + 7, **mk)]
-            curve = training_curve(csize, curve_steps, curve_batches, vocab_size=vocab_size, ngram_rows=rows,
-                                   seed=seed, lr=curve_lr, device=dev, advance=advance)
-        peaks_end = {p: gemm_peak(torch.float32 if p == "fp32" else torch.bfloat16, gemm_size, dev,
-                                  min_seconds=gemm_seconds)
-                     for p in precisions}
+                             for b in make_batches(curve_steps, seed=seed + 7, **inputs.make)]
+            curve = training_curve(curve_size or sizes[0], curve_steps, curve_batches, vocab_size=vocab_size,
+                                   ngram_rows=inputs.ngram_rows, seed=seed, lr=curve_lr, device=dev, advance=advance)
+        peaks_end = _gemm_peaks(precisions, gemm_size, dev, gemm_seconds)
         load_end = os.getloadavg()
-        peaks = {p: max(peaks_start[p], peaks_end[p]) for p in precisions}
-        for res in results:
-            for row in res["rows"]:
-                for phase in ("train", "infer"):
-                    if phase in row:
-                        for prefix in ("", "cpu_"):
-                            row[phase][f"{prefix}pct_of_gemm_peak"] = (100 * row[phase][f"{prefix}gflops_per_s"]
-                                                                       / peaks[row["precision"]])
-        p_ms = ngram_matrix_ms([{k: t.cpu() for k, t in b.items()} for b in batches]) if dev.type == "cpu" else None
+        _add_peak_shares(results, {p: max(peaks_start[p], peaks_end[p]) for p in precisions})
+        p_ms = (ngram_matrix_ms([{k: t.cpu() for k, t in b.items()} for b in inputs.batches]) if dev.type == "cpu"
+                else None)
     finally:
         torch.set_num_threads(old_threads)
 
     report = {
-        "settings": {"sizes": [asdict(s) for s in sizes], "encoders": list(encoders), "precisions": list(precisions),
+        "settings": {"sizes": [asdict(s) for s in sizes], "encoders": list(encoders), "precisions": precisions,
                      "dense_adamw_variant": dense_opt, "steps": step_counts, "infer_steps": infer_counts,
-                     "warmup": warmup, "batch": batch, "seq_len": seq_len, "slots": slots, "ngram_rows": rows,
-                     "vocab_size": vocab_size, "ngram_rate": ngram_rate, "seed": seed, "device": str(dev),
-                     "threads": threads or old_threads, "gemm_size": gemm_size,
+                     "warmup": warmup, "batch": batch, "seq_len": seq_len, "slots": slots,
+                     "ngram_rows": inputs.ngram_rows, "vocab_size": vocab_size, "ngram_rate": ngram_rate,
+                     "seed": seed, "device": str(dev), "threads": threads or old_threads, "gemm_size": gemm_size,
                      "optimizer": {"lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WEIGHT_DECAY,
                                    "clip_norm": CLIP_NORM, "sparse_min_rows": SPARSE_MIN_ROWS}},
-        "inputs": {"chars": chars.description, "ngrams": ("lexicon matches: " + str(lexicon)) if matcher is not None
+        "inputs": {"chars": inputs.chars.description,
+                   "ngrams": ("lexicon matches: " + str(lexicon)) if inputs.matcher is not None
                    else f"synthetic, rate {ngram_rate}/char",
-                   "slots_filled_per_seq": filled, "ngram_matrix_ms_per_batch": p_ms},
+                   "slots_filled_per_seq": inputs.filled, "ngram_matrix_ms_per_batch": p_ms},
         "gemm_peak_gflops": {p: {"start": peaks_start[p], "end": peaks_end[p]} for p in precisions},
         "results": results,
         "bf16_training": curve,
