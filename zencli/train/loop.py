@@ -86,8 +86,8 @@ from rich.console import Console
 from torch import nn
 
 from zencli.atomic_write import atomic_write_text
-from zencli.config.loading import to_dict
 from zencli.errors import ZenError
+from zencli.plain_data import to_dict
 from zencli.train import distributed as D
 from zencli.train.budget import TimeBudget
 from zencli.train.checkpoint import (
