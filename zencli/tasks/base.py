@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from zencli.config.finetune import TaskSection
     from zencli.tasks.inputs import InputPipeline
-    from zencli.tasks.model import Encoded, TaskModel
+    from zencli.tasks.network import Encoded, TaskModel
     from zencli.tasks.scoring import Evaluation, GoldData
 
 Record = dict[str, "np.ndarray"]
