@@ -4,29 +4,17 @@ CHTE, then the task's head. Building a new one: zencli.tasks.model_build; its di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from zencli.model.chte import ChteEncoder
 from zencli.model.encoder import ZenModel
-
-if TYPE_CHECKING:
-    from zencli.tasks.base import Task
+from zencli.tasks.base import Encoded, Task
 
 ENCODER_KEYS = ("input_ids", "token_type_ids", "attention_mask", "ngram_ids", "ngram_token_type_ids",
                 "ngram_attention_mask", "ngram_starts", "ngram_lengths", "ngram_freqs")
-
-
-@dataclass
-class Encoded:
-    """The encoder's view of a batch, what task heads consume."""
-
-    hidden: Tensor  # [B, L, H] per token (CHTE output when CHTE is on top)
-    pooled: Tensor | None  # [B, H] pooled [CLS] of ZEN/BERT; None for CHTE from characters
-    mask: Tensor  # [B, L] bool: real tokens, [CLS]/[SEP] included
 
 
 def inner_mask(attention_mask: Tensor) -> Tensor:
