@@ -289,7 +289,7 @@ class _Trainer:
 
     def _run(self, state: dict | None) -> TrainResult:
         start_step, forward_model = self._start(state)
-        del state
+        del state  # its tensors are in the model and optimizers now: no second copy while training
         t0 = time.perf_counter()
         step, tokens_total = start_step, 0.0
         window = LogWindow(start_step + 1)
