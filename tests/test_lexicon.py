@@ -13,12 +13,12 @@ from zencli.errors import ZenError
 from zencli.lexicon import extract
 from zencli.lexicon.counting import (
     MAGIC,
-    _sorted_positions,
     count_corpus,
     iter_sections,
     merge_sections,
     read_counts_file,
 )
+from zencli.lexicon.counting.chunk import _sorted_positions
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.lexicon.pmi import pmi, select
 

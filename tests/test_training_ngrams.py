@@ -14,7 +14,8 @@ from tests.test_finetune_cli import error, finetune
 from tests.test_tasks_tagging import NGRAM, VOCAB, tiny_model
 from zencli.data.features import CharIds
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.tasks.model import add_training_ngrams, load_task_model
+from zencli.tasks.model import load_task_model
+from zencli.tasks.training_ngrams import add_training_ngrams
 from zencli.text.vocab import Vocab
 
 pytestmark = needs_shared(REF)
@@ -38,7 +39,7 @@ def test_units_are_appended_most_frequent_first_and_known_ones_keep_their_id():
 
 
 def test_a_raw_style_lexicon_takes_no_continuation_pieces():
-    from zencli.tasks.model import add_ngrams
+    from zencli.tasks.training_ngrams import add_ngrams
 
     raw = Lexicon([("北", "京")], [10], style="raw")
     grown, added = add_ngrams(raw, Counter({("c", "##p", "##u"): 9, ("学", "习"): 3}), min_count=1)

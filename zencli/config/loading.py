@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import yaml
 
 from zencli.errors import ZenError, did_you_mean
+from zencli.plain_data import to_dict as to_dict  # re-exported: recipes are dumped with it (defined below the layers)
 
 T = TypeVar("T")
 
@@ -127,19 +128,6 @@ def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", pre
             validate()
         except ZenError as e:
             raise ZenError(f"{source}: {prefix}{e}") from None
-    return obj
-
-
-def to_dict(obj: Any) -> Any:
-    """Dataclass → plain YAML-able data (Paths as strings)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [to_dict(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_dict(v) for k, v in obj.items()}
-    if isinstance(obj, Path):
-        return str(obj)
     return obj
 
 

@@ -2,7 +2,7 @@
 ngram.txt + ngram.json.
 
 `build` is literally `count` into a temp folder followed by `merge`, so a one-pass build and a map/merge
-over shards run the same code (see counting.py for why the results are identical).
+over shards run the same code (see zencli.lexicon.counting for why the results are identical).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ means "at least 8× more often together than chance" and 10 means 1024×; with t
 demand 22,026×, which almost no frequent Arabic word-piece sequence reaches. 1-grams have no split: when
 min_n is 1 they are selected by frequency alone.
 
-PMI is not monotone in n-gram length, so it never prunes counting; only frequency does (counting.py).
+PMI is not monotone in n-gram length, so it never prunes counting; only frequency does (counting/merge.py).
 
 **Which split.** The minimum over the binary splits is the PMI at the n-gram's weakest point: the split
 whose parts are most probable together, log2 p(w) / max_k p(l_k) p(r_k). So "PMI over the best split
@@ -35,7 +35,7 @@ as a distinct neighbour of its own. Word pieces: on the right, all `##` continua
 neighbour ("inside a word": the n-gram ends inside a word of the tokenizer, e.g. `１ ##９` in 1998), and an
 n-gram that starts with a `##` piece always starts inside a word, so its H_left is 0. An n-gram is kept
 when min(H_left, H_right) >= min_entropy. The neighbour counts are exact over the whole corpus
-(counting.py `_Neighbours`), so sharded and one-pass builds select the same lexicon.
+(counting/neighbours.py `Neighbours`), so sharded and one-pass builds select the same lexicon.
 """
 
 from __future__ import annotations

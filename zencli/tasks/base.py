@@ -32,6 +32,7 @@ import pkgutil
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -44,10 +45,18 @@ if TYPE_CHECKING:
 
     from zencli.config.finetune import TaskSection
     from zencli.tasks.inputs import InputPipeline
-    from zencli.tasks.model import Encoded, TaskModel
     from zencli.tasks.scoring import Evaluation, GoldData
 
 Record = dict[str, "np.ndarray"]
+
+
+@dataclass
+class Encoded:
+    """The encoder's view of a batch, what task heads consume (`TaskModel.encode`, zencli.tasks.network)."""
+
+    hidden: torch.Tensor  # [B, L, H] per token (CHTE output when CHTE is on top)
+    pooled: torch.Tensor | None  # [B, H] pooled [CLS] of ZEN/BERT; None for CHTE from characters
+    mask: torch.Tensor  # [B, L] bool: real tokens, [CLS]/[SEP] included
 
 
 class Task(ABC):
@@ -149,14 +158,15 @@ class Task(ABC):
         Nothing may be truncated: inputs longer than a window are cut into several records."""
 
     @abstractmethod
-    def loss(self, model: TaskModel, encoded: Encoded, batch: dict[str, torch.Tensor]
+    def loss(self, model: nn.Module, encoded: Encoded, batch: dict[str, torch.Tensor]
              ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Mean loss of a batch and metrics for the progress display (see `zencli.train.loop`)."""
+        """Mean loss of a batch and metrics for the progress display (see `zencli.train.loop`). `model` is
+        the `TaskModel` (zencli.tasks.network, which builds on this module): its `head` is `build_head`'s."""
 
     @abstractmethod
-    def predict(self, model: TaskModel, inputs: InputPipeline, examples: Sequence[Any],
+    def predict(self, model: nn.Module, inputs: InputPipeline, examples: Sequence[Any],
                 batch_size: int | None = None) -> list[Any]:
-        """One prediction per example, in order (model in eval mode, no gradients)."""
+        """One prediction per example, in order (the `TaskModel` in eval mode, no gradients)."""
 
     @abstractmethod
     def evaluate(self, gold: GoldData, predictions: Sequence[Any], *, name: str = "model",

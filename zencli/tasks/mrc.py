@@ -64,7 +64,7 @@ from zencli.errors import ZenError
 from zencli.metrics.mrc import MRC_METRICS
 from zencli.model.heads import SpanExtractionHead
 from zencli.tasks.base import Record, Task, register
-from zencli.tasks.model import inner_mask
+from zencli.tasks.network import inner_mask
 from zencli.tasks.scoring import Evaluation, GoldData, score_predictions
 
 ENCODE_CHUNK = 1024  # windows per featurizer call (each up to max_seq_len tokens)

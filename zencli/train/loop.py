@@ -68,15 +68,17 @@ another run (different fingerprint) is refused unless `overwrite` is set.
 
 Seeding: the loop seeds python/numpy/torch with `seed + rank` at the start of a fresh run. Seed before
 building the model (`seed_everything`) to make its initialisation reproducible too.
+
+The loop's parts: window.py (the sums between log lines), run_dir.py (the checkpoint to resume, the output
+directory), early_stopping.py (the best evaluation, patience), ema.py (the weight average).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,22 +87,21 @@ import torch
 from rich.console import Console
 from torch import nn
 
-from zencli.atomic_write import atomic_write_text
-from zencli.config.loading import to_dict
 from zencli.errors import ZenError
+from zencli.plain_data import to_dict
 from zencli.train import distributed as D
 from zencli.train.budget import TimeBudget
 from zencli.train.checkpoint import (
     FORMAT,
     CheckpointDir,
     fingerprint,
-    fingerprint_diff,
-    load_checkpoint,
     rng_state,
     seed_everything,
     set_rng_state,
 )
 from zencli.train.data import ResumableBatches, prefetch, to_device
+from zencli.train.early_stopping import BestEvaluation
+from zencli.train.ema import averaged_model, update_ema
 from zencli.train.lock import RunLock
 from zencli.train.optim import (
     build_optimizers,
@@ -111,8 +112,10 @@ from zencli.train.optim import (
 )
 from zencli.train.precision import autocast, grad_scaler, resolve_precision
 from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
+from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import LinearWarmupDecay, plan_warmup
 from zencli.train.settings import TrainSettings
+from zencli.train.window import LogWindow
 
 LossFn = Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any], Any]]
 EvalFn = Callable[[nn.Module], dict[str, float]]
@@ -154,71 +157,6 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
         D.teardown(ctx)
 
 
-class _Sum:
-    """A running sum kept where its values are: tensors on their device (adding one is a kernel launch,
-    not a host sync), Python numbers on the host (no copy to the device per micro-batch)."""
-
-    __slots__ = ("device_sum", "host_sum")
-
-    def __init__(self) -> None:
-        self.device_sum: torch.Tensor | None = None
-        self.host_sum = 0.0
-
-    def add(self, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            if self.device_sum is None:
-                self.device_sum = torch.zeros((), dtype=torch.float64, device=value.device)
-            self.device_sum.add_(value.detach().to(self.device_sum.device))  # add_ casts to float64 itself
-        else:
-            self.host_sum += float(value)
-
-    def tensor(self, device: torch.device) -> torch.Tensor:
-        total = torch.tensor(self.host_sum, dtype=torch.float64, device=device)
-        return total if self.device_sum is None else total + self.device_sum.to(device)
-
-    def value(self) -> float:
-        """The sum as a number (a host sync when part of it is on a GPU)."""
-        return self.host_sum + (self.device_sum.item() if self.device_sum is not None else 0.0)
-
-
-class _Window:
-    """Sums over the micro-batches and steps since the last log line (read only when logging)."""
-
-    def __init__(self, first_step: int):
-        self.reset(first_step)
-
-    def reset(self, first_step: int) -> None:
-        self.first_step = first_step  # the window's first optimizer step (1-based)
-        self.loss, self.tokens, self.grad_norm = _Sum(), _Sum(), _Sum()
-        self.micro = 0
-        self.steps = 0
-        self.metrics: dict[str, tuple[_Sum, _Sum]] = {}
-        self.start = time.perf_counter()
-
-    def add_micro(self, loss: torch.Tensor, metrics: dict[str, Any], n_tokens: Any) -> None:
-        self.loss.add(loss)
-        self.micro += 1
-        self.tokens.add(n_tokens)
-        for key, value in metrics.items():
-            num, den = value if isinstance(value, (tuple, list)) else (value, 1.0)
-            acc = self.metrics.get(key)
-            if acc is None:
-                acc = self.metrics[key] = (_Sum(), _Sum())
-            acc[0].add(num)
-            acc[1].add(den)
-
-    def totals(self, ctx: D.DistContext) -> tuple[float, float, dict[str, float]]:
-        """(mean loss, tokens, metrics) over this window and all processes."""
-        keys = sorted(self.metrics)
-        sums = [self.loss, self.tokens, *(part for key in keys for part in self.metrics[key])]
-        parts = [torch.tensor(float(self.micro), dtype=torch.float64, device=ctx.device)]
-        parts += [acc.tensor(ctx.device) for acc in sums]
-        micro, loss, tokens, *rest = D.all_reduce_sum(torch.stack(parts), ctx).tolist()
-        metrics = {}
-        for key, num, den in zip(keys, rest[0::2], rest[1::2]):
-            metrics[key] = num / den if den else float("nan")
-        return loss / max(micro, 1.0), tokens, metrics
-
 
 class _Trainer:
     def __init__(self, model, loss_fn, data, settings: TrainSettings, ctx: D.DistContext, eval_fn, on_eval,
@@ -230,18 +168,14 @@ class _Trainer:
         self.console = console
         self.show_progress = show_progress and ctx.is_main
         self.fingerprint_extra = fingerprint_extra
-        # evaluation / early-stopping state (saved in checkpoints)
-        self.best_value: float | None = None
-        self.best_step: int | None = None
-        self.best_metrics: dict[str, float] = {}
-        self.bad_evals = 0
-        self.stopped_early = False
+        self.best = BestEvaluation(settings.best_metric, settings.best_mode, settings.patience)  # in checkpoints
         self.last_record: dict[str, Any] = {}
         self.last_checkpoint: Path | None = None
         self.notes: list[str] = []  # shown once the progress display exists
         self.watch, self.watch_judged, self.windows_logged = watch, False, 0
         self.warnings: list[dict[str, Any]] = []
         self.checked_step = 0  # the gradient norms of the steps up to this one were finite
+        self.skipped = 0  # fp16: updates the grad scaler skipped (overflow)
 
     # --- setup ---------------------------------------------------------------------------------------
 
@@ -261,13 +195,7 @@ class _Trainer:
                                            eps=s.adam_eps, weight_decay=s.weight_decay,
                                            sparse_tables=self.sparse_tables)
         self.scaler = grad_scaler(self.precision, ctx.device)
-        self.ema = None
-        if s.ema_decay is not None:
-            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
-            # A copy of the model whose weights are the average (only ever evaluated); buffers follow the model's.
-            # Its checkpoint format is AveragedModel's; _update_ema does its update without host syncs.
-            self.ema = AveragedModel(self.model, multi_avg_fn=get_ema_multi_avg_fn(s.ema_decay), use_buffers=False)
+        self.ema = averaged_model(self.model, s.ema_decay) if s.ema_decay is not None else None
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None
         self._plan(s.max_steps)
         self.micro_batch = s.micro_batch_size(ctx.world_size)
@@ -284,51 +212,15 @@ class _Trainer:
     def _resume_state(self) -> dict | None:
         """Find and check the checkpoint to continue from; prepare the output directory (rank 0)."""
         s = self.s
-        explicit = s.resume not in ("auto", "never")
-        state, path = None, None
-        if explicit:
-            path = Path(s.resume)
-        elif s.resume == "auto" and not s.overwrite:
-            path = self.ckdir.latest()
-        elif s.resume == "never" and not s.overwrite and self.ckdir.latest() is not None:
-            raise ZenError(f"{self.out}: holds checkpoints of an earlier run ({self.ckdir.latest().name}); "
-                           "resume it with resume: auto, choose a new output dir, or pass --overwrite")
-        if path is not None:
-            state = load_checkpoint(path)
-            if state["fingerprint"] != self.fp:
-                diff = fingerprint_diff(state["fingerprint_values"], self.fp_values)
-                if explicit:
-                    raise ZenError(f"{path}: resume: this checkpoint belongs to a run with other settings "
-                                   f"({diff}); resume it with the settings it was trained with")
-                raise ZenError(f"{self.out}: holds checkpoints of a different run ({diff}); "
-                               "use a new output dir or pass --overwrite")
-        run_json = self.out / "run.json"
-        if not s.overwrite and state is None and run_json.is_file():
-            try:
-                other = json.loads(run_json.read_text(encoding="utf-8"))
-            except (ValueError, UnicodeDecodeError):
-                raise ZenError(f"{run_json}: not valid JSON; choose a new output dir or pass --overwrite") from None
-            if other.get("fingerprint") != self.fp:
-                raise ZenError(f"{self.out}: holds another run "
-                               f"({fingerprint_diff(other.get('fingerprint_values', {}), self.fp_values)}); "
-                               "use a new output dir or pass --overwrite")
+        state = checkpoint_to_resume(s, self.ckdir, self.out, self.fp, self.fp_values)
+        if state is None and not s.overwrite:
+            refuse_another_run(self.out, self.fp, self.fp_values)
         D.barrier(self.ctx)  # every process has read what it needs before rank 0 changes the directory
         if self.ctx.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            if s.overwrite:
-                self.ckdir.clear()
-                for name in ("metrics.jsonl", "run.json"):
-                    (self.out / name).unlink(missing_ok=True)
-                tb = self.out / "tensorboard"
-                if tb.is_dir():
-                    for f in tb.glob("events.out.tfevents.*"):
-                        f.unlink()
-            self.ckdir.remove_stale_temp_files()
-            MetricsLog.truncate_after(self.out, state["step"] if state else 0)
-            atomic_write_text(run_json, json.dumps({
-                "fingerprint": self.fp, "fingerprint_values": self.fp_values, "settings": to_dict(s),
-                "precision": self.precision, "world_size": self.ctx.world_size,
-                "torch": torch.__version__}, indent=2, ensure_ascii=False, default=str) + "\n")
+            run = {"fingerprint": self.fp, "fingerprint_values": self.fp_values, "settings": to_dict(s),
+                   "precision": self.precision, "world_size": self.ctx.world_size, "torch": torch.__version__}
+            prepare_output_dir(self.out, self.ckdir, overwrite=s.overwrite,
+                               resumed_step=state["step"] if state else 0, run=run)
         D.barrier(self.ctx)
         return state
 
@@ -354,9 +246,7 @@ class _Trainer:
             self.notes.append(f"note: the checkpoint was trained to warm up over {old['warmup_steps']:,} of "
                               f"{old['total_steps']:,} steps; the learning rate continues on this run's schedule "
                               f"({new['warmup_steps']:,} of {new['total_steps']:,})")
-        ev = state["eval"]
-        self.best_value, self.best_step, self.best_metrics = ev["best_value"], ev["best_step"], ev["best_metrics"]
-        self.bad_evals, self.stopped_early = ev["bad_evals"], ev["stopped_early"]
+        self.best.load_state_dict(state["eval"])
         same_layout = len(state["rng"]) == ctx.world_size
         self.data.load_state(state["data"][ctx.rank] if same_layout else state["data"][0])
         if same_layout:
@@ -365,6 +255,27 @@ class _Trainer:
             seed_everything(self.s.seed + ctx.rank + 1_000_003 * state["step"])
             self.notes.append(f"note: resuming a {len(state['rng'])}-process checkpoint with {ctx.world_size} "
                               "processes: random streams are reseeded, so losses will not match the original run")
+
+    def _start(self, state: dict | None) -> tuple[int, nn.Module]:
+        """Continue from `state` or seed a fresh run; the step to start from and the model to call (a DDP
+        wrapper when distributed). The progress display and metrics log open here."""
+        s, ctx = self.s, self.ctx
+        start_step = 0
+        if state is not None:
+            self._load(state)
+            start_step = state["step"]
+        else:
+            seed_everything(s.seed + ctx.rank)
+        self.ema_started = self.ema is not None and int(self.ema.n_averaged) > 0  # a CPU counter
+        forward_model = self.model
+        if ctx.distributed:
+            forward_model = D.wrap_ddp(self.model, ctx, self.sparse_names, s.find_unused_parameters)
+        self.progress = ProgressDisplay(self.total_steps, start_step, self.console, enabled=self.show_progress)
+        self.metrics_log = MetricsLog(self.out, s.tensorboard) if ctx.is_main else None
+        for text in [self._banner(start_step), *self.notes]:
+            self._say(text)
+        self.checked_step = start_step
+        return start_step, forward_model
 
     # --- the loop ------------------------------------------------------------------------------------
 
@@ -377,126 +288,77 @@ class _Trainer:
             unmark_sparse_embeddings(self.sparse_tables)  # the caller gets its model back as it was
 
     def _run(self, state: dict | None) -> TrainResult:
-        s, ctx = self.s, self.ctx
-        start_step = 0
-        if state is not None:
-            self._load(state)
-            start_step = state["step"]
-        else:
-            seed_everything(s.seed + ctx.rank)
-        del state
-        self.ema_started = self.ema is not None and int(self.ema.n_averaged) > 0  # a CPU counter
-        forward_model = self.model
-        if ctx.distributed:
-            forward_model = D.wrap_ddp(self.model, ctx, self.sparse_names, s.find_unused_parameters)
-        self.progress = ProgressDisplay(self.total_steps, start_step, self.console, enabled=self.show_progress)
-        self.metrics_log = MetricsLog(self.out, s.tensorboard) if ctx.is_main else None
-        for text in [self._banner(start_step), *self.notes]:
-            self._say(text)
+        start_step, forward_model = self._start(state)
+        del state  # its tensors are in the model and optimizers now: no second copy while training
         t0 = time.perf_counter()
-        step, tokens_total, skipped = start_step, 0.0, 0
-        self.checked_step = start_step
-        window = _Window(start_step + 1)
+        step, tokens_total = start_step, 0.0
+        window = LogWindow(start_step + 1)
         batches = iter(self.data)
         try:
             # a resumed run whose budget (earlier invocations' time included) is already used up trains no more
-            spent = self.budget is not None and start_step > 0 and D.broadcast_object(self.budget.spent(), ctx)
-            done = step >= self.total_steps or self.stopped_early or spent
+            spent = self.budget is not None and start_step > 0 and D.broadcast_object(self.budget.spent(), self.ctx)
+            done = step >= self.total_steps or self.best.stopped_early or spent
             while not done:
                 step_t0 = time.perf_counter()
-                factor = self.schedule.factor(step)
-                for opt in self.optimizers:
-                    for group in opt.param_groups:
-                        group["lr"] = group["initial_lr"] * factor
-                for micro in range(s.grad_accum):
-                    batch = to_device(next(batches), ctx.device)
-                    # DDP all-reduces on the last micro-batch only; earlier ones just accumulate
-                    accumulate_only = ctx.distributed and micro < s.grad_accum - 1
-                    with forward_model.no_sync() if accumulate_only else contextlib.nullcontext():
-                        with autocast(self.precision, ctx.device):
-                            loss, metrics, n_tokens = self.loss_fn(forward_model, batch)
-                        self.scaler.scale(loss / s.grad_accum).backward()
-                    window.add_micro(loss, metrics, n_tokens)
-                if ctx.distributed and self.sparse_params:
-                    D.average_sparse_grads(self.sparse_params, ctx.world_size)
-                for opt in self.optimizers:
-                    self.scaler.unscale_(opt)
-                norm = clip_grad_norm(self.params, s.clip_norm)
-                # fp16 overflow: skip this update, the scaler lowers its scale (a host sync; GradScaler.step
-                # makes one anyway). Other precisions do not look here: _check_finite reads the window's sum.
-                if self.precision == "fp16" and not torch.isfinite(norm):
-                    skipped += 1
-                else:
-                    for opt in self.optimizers:
-                        self.scaler.step(opt)
-                    if self.ema is not None:
-                        self._update_ema()
-                    window.grad_norm.add(norm)
-                self.scaler.update()
-                for opt in self.optimizers:
-                    opt.zero_grad(set_to_none=True)
+                factor = self._train_step(forward_model, batches, step, window)
                 step += 1
                 window.steps += 1
-                if self.budget is not None and not self.budget.fitted and ctx.device.type == "cuda":
-                    torch.cuda.synchronize(ctx.device)  # calibration times the GPU's work, not the queueing
+                if self.budget is not None and not self.budget.fitted and self.ctx.device.type == "cuda":
+                    torch.cuda.synchronize(self.ctx.device)  # calibration times the GPU's work, not the queueing
                 last = self._after_step(step, time.perf_counter() - step_t0, step == start_step + 1)
                 self.progress.advance(step)
-                logged = step % s.log_every == 0 or last
-                evaluating = self.eval_fn is not None and ((s.eval_every and step % s.eval_every == 0) or last)
-                if logged or evaluating or (s.save_every and step % s.save_every == 0):
-                    grad_norm_sum = self._check_finite(step, window)  # before anything is logged, scored or saved
-                if logged:
-                    tokens_total += self._log(step, window, grad_norm_sum, factor * s.lr, skipped,
-                                              time.perf_counter() - t0)
-                if evaluating:
-                    eval_t0 = time.perf_counter()
-                    self._evaluate(step)
-                    if self.budget is not None and not last:
-                        seconds = D.broadcast_object(time.perf_counter() - eval_t0, ctx)
-                        self.budget.refit(step, seconds, s.eval_every)
-                        planned = D.broadcast_object(self.budget.total_steps, ctx)  # rank 0's plan for all
-                        self.budget.total_steps = planned
-                        if planned != self.total_steps:
-                            note = self._plan(planned)
-                            self._say(f"time budget: {self.budget.step_seconds():.3f} s per step, evaluations "
-                                      f"{seconds:.1f} s; the run now ends at step {planned:,}"
-                                      + (f"; {note}" if note else ""))
-                done = last or self.stopped_early
-                if (s.save_every and step % s.save_every == 0) or done:
-                    self._save(step)
-                if logged:
-                    window.reset(step + 1)  # after evaluating and saving: tokens/s measures training only
-            D.barrier(ctx)
+                tokens_total += self._log_evaluate_save(step, last, window, factor * self.s.lr, t0)
+                done = last or self.best.stopped_early
+            D.barrier(self.ctx)
             if self.ema is not None:
-                self.model.load_state_dict(self.ema.module.state_dict())
+                self.model.load_state_dict(self.ema.module.state_dict())  # the run ends on the averaged weights
         finally:
             getattr(batches, "close", lambda: None)()  # ends data worker processes now (errors, Ctrl-C, the end)
             self.progress.close()
             if self.metrics_log is not None:
                 self.metrics_log.close()
-        if self.stopped_early:
-            self._say(f"stopped early at step {step}: no improvement of {s.best_metric} in {s.patience} "
-                      f"evaluations (best {self.best_value} at step {self.best_step})")
-        return TrainResult(step=step, start_step=start_step, last=self.last_record, precision=self.precision,
-                           world_size=ctx.world_size, output_dir=self.out,
-                           checkpoint=self.last_checkpoint or self.ckdir.latest(),
-                           best_step=self.best_step, best_value=self.best_value, best_metrics=self.best_metrics,
-                           stopped_early=self.stopped_early, elapsed_s=time.perf_counter() - t0,
-                           tokens=int(tokens_total), planned_steps=self.total_steps, warnings=self.warnings)
+        return self._result(step, start_step, t0, tokens_total)
 
-    @torch.no_grad()
-    def _update_ema(self) -> None:
-        """`AveragedModel.update_parameters` (EMA, buffers copied) without its host syncs: it compares its
-        step counter, a CPU tensor, and copies it to the GPU every step. The same foreach ops otherwise."""
-        ema, model = list(self.ema.parameters()), list(self.model.parameters())
-        if self.ema_started:
-            torch._foreach_lerp_(ema, model, 1 - self.s.ema_decay)
+    def _train_step(self, forward_model: nn.Module, batches: Iterator[Any], step: int, window: LogWindow) -> float:
+        """Optimizer step `step` + 1 (`grad_accum` micro-batches, then the update); its LR factor."""
+        s, ctx = self.s, self.ctx
+        factor = self.schedule.factor(step)
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = group["initial_lr"] * factor
+        for micro in range(s.grad_accum):
+            batch = to_device(next(batches), ctx.device)
+            # DDP all-reduces on the last micro-batch only; earlier ones just accumulate
+            accumulate_only = ctx.distributed and micro < s.grad_accum - 1
+            with forward_model.no_sync() if accumulate_only else contextlib.nullcontext():
+                with autocast(self.precision, ctx.device):
+                    loss, metrics, n_tokens = self.loss_fn(forward_model, batch)
+                self.scaler.scale(loss / s.grad_accum).backward()
+            window.add_micro(loss, metrics, n_tokens)
+        if ctx.distributed and self.sparse_params:
+            D.average_sparse_grads(self.sparse_params, ctx.world_size)
+        self._update(window)
+        return factor
+
+    def _update(self, window: LogWindow) -> None:
+        """Unscale, clip the global norm, step the optimizers (and the EMA), zero the gradients."""
+        for opt in self.optimizers:
+            self.scaler.unscale_(opt)
+        norm = clip_grad_norm(self.params, self.s.clip_norm)
+        # fp16 overflow: skip this update, the scaler lowers its scale (a host sync; GradScaler.step
+        # makes one anyway). Other precisions do not look here: _check_finite reads the window's sum.
+        if self.precision == "fp16" and not torch.isfinite(norm):
+            self.skipped += 1
         else:
-            torch._foreach_copy_(ema, model)  # the average starts at the weights after the first step
-            self.ema_started = True
-        for b_avg, b in zip(self.ema.module.buffers(), self.model.buffers()):
-            b_avg.copy_(b)
-        self.ema.n_averaged += 1  # stays on the CPU: the checkpoint's "ema" state keeps its format
+            for opt in self.optimizers:
+                self.scaler.step(opt)
+            if self.ema is not None:
+                update_ema(self.ema, self.model, self.s.ema_decay, self.ema_started)
+                self.ema_started = True
+            window.grad_norm.add(norm)
+        self.scaler.update()
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
 
     def _after_step(self, step: int, seconds: float, first: bool) -> bool:
         """Time-budget bookkeeping after optimizer step `step`; True when it is the run's last."""
@@ -526,7 +388,55 @@ class _Trainer:
             self.progress.set_total(total)
         return note
 
+    def _result(self, step: int, start_step: int, t0: float, tokens_total: float) -> TrainResult:
+        best, ctx = self.best, self.ctx
+        if best.stopped_early:
+            self._say(f"stopped early at step {step}: no improvement of {self.s.best_metric} in {self.s.patience} "
+                      f"evaluations (best {best.best_value} at step {best.best_step})")
+        return TrainResult(step=step, start_step=start_step, last=self.last_record, precision=self.precision,
+                           world_size=ctx.world_size, output_dir=self.out,
+                           checkpoint=self.last_checkpoint or self.ckdir.latest(),
+                           best_step=best.best_step, best_value=best.best_value, best_metrics=best.best_metrics,
+                           stopped_early=best.stopped_early, elapsed_s=time.perf_counter() - t0,
+                           tokens=int(tokens_total), planned_steps=self.total_steps, warnings=self.warnings)
+
     # --- logging, evaluation, checkpoints ------------------------------------------------------------
+
+    def _log_evaluate_save(self, step: int, last: bool, window: LogWindow, lr: float, t0: float) -> float:
+        """What is due after optimizer step `step`: a log line, an evaluation, a checkpoint (always at the
+        end). Returns the tokens of the window logged (0 without a log line)."""
+        s = self.s
+        logged = step % s.log_every == 0 or last
+        evaluating = self.eval_fn is not None and ((s.eval_every and step % s.eval_every == 0) or last)
+        saving = s.save_every and step % s.save_every == 0
+        tokens = 0.0
+        if logged or evaluating or saving:
+            grad_norm_sum = self._check_finite(step, window)  # before anything is logged, scored or saved
+        if logged:
+            tokens = self._log(step, window, grad_norm_sum, lr, time.perf_counter() - t0)
+        if evaluating:
+            eval_t0 = time.perf_counter()
+            self._evaluate(step)
+            if self.budget is not None and not last:
+                self._refit_budget(step, time.perf_counter() - eval_t0)
+        if saving or last or self.best.stopped_early:
+            self._save(step)
+        if logged:
+            window.reset(step + 1)  # after evaluating and saving: tokens/s measures training only
+        return tokens
+
+    def _refit_budget(self, step: int, eval_seconds: float) -> None:
+        """Evaluations take time out of the budget: fit the remaining steps again (rank 0 decides)."""
+        ctx, budget = self.ctx, self.budget
+        seconds = D.broadcast_object(eval_seconds, ctx)
+        budget.refit(step, seconds, self.s.eval_every)
+        planned = D.broadcast_object(budget.total_steps, ctx)  # rank 0's plan for all
+        budget.total_steps = planned
+        if planned != self.total_steps:
+            note = self._plan(planned)
+            self._say(f"time budget: {budget.step_seconds():.3f} s per step, evaluations "
+                      f"{seconds:.1f} s; the run now ends at step {planned:,}"
+                      + (f"; {note}" if note else ""))
 
     def _say(self, text: str) -> None:
         if self.ctx.is_main:
@@ -543,7 +453,7 @@ class _Trainer:
                 + f" · {describe_optimizers(self.optimizers)}"
                 + (f" · row-sparse tables: {tables}" if tables else "") + f" · output {self.out}")
 
-    def _check_finite(self, step: int, window: _Window) -> float:
+    def _check_finite(self, step: int, window: LogWindow) -> float:
         """The window's gradient-norm sum (a host sync); a ZenError naming the steps when it is inf/nan.
 
         Norms are >= 0, so the sum is finite exactly when every step's norm was (fp16 leaves out the
@@ -557,8 +467,7 @@ class _Trainer:
         self.checked_step = step
         return total
 
-    def _log(self, step: int, window: _Window, grad_norm_sum: float, lr: float, skipped: int,
-             elapsed: float) -> float:
+    def _log(self, step: int, window: LogWindow, grad_norm_sum: float, lr: float, elapsed: float) -> float:
         loss, tokens, metrics = window.totals(self.ctx)
         if not math.isfinite(loss):
             raise ZenError(f"step {step}: the loss is {loss} — training diverged; lower lr, raise "
@@ -569,7 +478,7 @@ class _Trainer:
                                   "grad_norm": grad_norm_sum / max(window.steps, 1),
                                   "tokens_per_s": tokens / seconds, "elapsed_s": round(elapsed, 3)}
         if self.precision == "fp16":
-            record["skipped_steps"] = skipped
+            record["skipped_steps"] = self.skipped
         self.last_record = record
         if self.metrics_log is not None:
             self.metrics_log.write(record)
@@ -609,10 +518,30 @@ class _Trainer:
             self.progress.warn(message)
 
     def _evaluate(self, step: int) -> None:
+        """Score the model (the average with EMA) on rank 0; keep best.pt, count patience, record."""
         s, ctx = self.s, self.ctx
+        scored = self.model if self.ema is None else self.ema.module
+        metrics = self._score(scored)
+        improved = self.best.update(step, metrics)
+        if improved and ctx.is_main:
+            self.ckdir.save_best({"format": FORMAT, "kind": "best", "step": step, "metric": s.best_metric,
+                                  "value": self.best.best_value, "metrics": metrics, "fingerprint": self.fp,
+                                  "model": scored.state_dict()})
+        if ctx.is_main:
+            record = {"kind": "eval", "step": step, **metrics}
+            if self.metrics_log is not None:
+                self.metrics_log.write(record)
+            shown = " · ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+            self._say(f"eval @ step {step}: {shown}" + (" (best so far)" if improved else ""))
+            if self.on_eval is not None:
+                self.on_eval(step, metrics, improved)
+
+    def _score(self, scored: nn.Module) -> dict[str, float]:
+        """`eval_fn` on rank 0, its metrics sent to every process. RNG states are restored afterwards, so
+        evaluating does not change the training trajectory."""
+        ctx = self.ctx
         saved_rng = rng_state()
         metrics = None
-        scored = self.model if self.ema is None else self.ema.module
         if ctx.is_main:
             scored.eval()
             try:
@@ -622,32 +551,7 @@ class _Trainer:
                 self.model.train()
         metrics = D.broadcast_object(metrics, ctx)
         set_rng_state(saved_rng)
-        improved = False
-        if s.best_metric is not None:
-            if s.best_metric not in metrics:
-                raise ZenError(f"best_metric: expected one of the evaluation metrics "
-                               f"({', '.join(sorted(metrics)) or 'none'}), got {s.best_metric!r}")
-            value = metrics[s.best_metric]
-            improved = self.best_value is None or (value > self.best_value if s.best_mode == "max"
-                                                   else value < self.best_value)
-            if improved:
-                self.best_value, self.best_step, self.best_metrics, self.bad_evals = value, step, metrics, 0
-                if ctx.is_main:
-                    self.ckdir.save_best({"format": FORMAT, "kind": "best", "step": step, "metric": s.best_metric,
-                                          "value": value, "metrics": metrics, "fingerprint": self.fp,
-                                          "model": scored.state_dict()})
-            else:
-                self.bad_evals += 1
-                if s.patience and self.bad_evals >= s.patience:
-                    self.stopped_early = True
-        if ctx.is_main:
-            record = {"kind": "eval", "step": step, **metrics}
-            if self.metrics_log is not None:
-                self.metrics_log.write(record)
-            shown = " · ".join(f"{k} {v:.4f}" for k, v in metrics.items())
-            self._say(f"eval @ step {step}: {shown}" + (" (best so far)" if improved else ""))
-            if self.on_eval is not None:
-                self.on_eval(step, metrics, improved)
+        return metrics
 
     def _save(self, step: int) -> None:
         ctx = self.ctx
@@ -662,8 +566,6 @@ class _Trainer:
                 "ema": self.ema.state_dict() if self.ema is not None else None,
                 "budget": self.budget.state_dict() if self.budget is not None else None,
                 "rng": rngs, "data": data_states, "world_size": ctx.world_size,
-                "eval": {"best_value": self.best_value, "best_step": self.best_step,
-                         "best_metrics": self.best_metrics, "bad_evals": self.bad_evals,
-                         "stopped_early": self.stopped_early},
+                "eval": self.best.state_dict(),
             }
             self.last_checkpoint = self.ckdir.save(state, step, self.s.keep_last)

@@ -1,0 +1,241 @@
+"""Stage 1 of the package docstring, the map: the input files cut into byte ranges (tasks), each counted
+by a worker process into its own counts file, one section per chunk."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zencli.errors import ZenError
+from zencli.lexicon.counting.chunk import ChunkBuilder
+from zencli.lexicon.counting.counts_file import MAGIC
+from zencli.text.reading import check_readable, iter_lines, shard_byte_ranges
+
+TokenizeFn = Callable[[str], list[str]]
+
+# Bytes read per task = this many times chunk_chars: about one chunk of CJK text (3 UTF-8 bytes/char).
+_TASK_BYTES_PER_CHAR = 3
+_PROGRESS_EVERY_LINES = 512
+
+
+@dataclass(frozen=True)
+class CountTask:
+    path: str
+    start: int
+    end: int
+    out: str
+
+
+@dataclass
+class CountRun:
+    """What a counting pass produced: counts files (one per task, in input order) and corpus totals."""
+
+    parts: list[Path]
+    files: list[str]
+    lines: int = 0
+    chars: int = 0
+    tokens: int = 0
+    bytes: int = 0
+    sections: int = 0
+    seconds: float = 0.0
+
+
+def plan_tasks(files: Sequence[str | Path], workers: int, chunk_chars: int, out_dir: Path) -> list[CountTask]:
+    """Byte ranges to count: about one chunk each, and at least one per worker."""
+    paths = [check_readable(f) for f in files]
+    sizes = [p.stat().st_size for p in paths]
+    for p, s in zip(paths, sizes):
+        if s == 0:
+            raise ZenError(f"{p}: file is empty")
+    total = sum(sizes)
+    target = max(1, chunk_chars * _TASK_BYTES_PER_CHAR)
+    tasks = []
+    for p, size in zip(paths, sizes):
+        n = max(math.ceil(size / target), math.ceil(workers * size / total))
+        for start, end in shard_byte_ranges(p, n):
+            tasks.append(CountTask(str(p), start, end, str(out_dir / f"part-{len(tasks):05d}.counts")))
+    return tasks
+
+
+def _absolute_line_error(err: ZenError, path: str, start: int) -> ZenError:
+    """iter_lines numbers lines from the start of a byte range; rewrite `file:N:` to the file's line."""
+    prefix = f"{Path(path)}:"
+    msg = str(err)
+    m = re.match(r"(\d+):", msg[len(prefix):]) if msg.startswith(prefix) and start > 0 else None
+    if m is None:
+        return err
+    before = 0
+    with open(path, "rb") as f:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            f.readline()
+        aligned = f.tell()
+        f.seek(0)
+        left = aligned
+        while left > 0:
+            block = f.read(min(left, 16 << 20))
+            if not block:
+                break
+            before += block.count(b"\n")
+            left -= len(block)
+    line = int(m.group(1)) + before
+    return ZenError(f"{prefix}{line}:{msg[len(prefix) + m.end():]}")
+
+
+class _Aborted(Exception):
+    pass
+
+
+# Shared with the parent: bytes read, chars read, abort flag (set by the parent when another task failed).
+_shared: tuple[Any, Any, Any] | None = None
+
+
+def _init_worker(shared: tuple[Any, Any, Any]) -> None:
+    global _shared
+    _shared = shared
+
+
+def _add_progress(nbytes: int, nchars: int) -> None:
+    if _shared is None:
+        return
+    done_bytes, done_chars, abort = _shared
+    if abort.value:
+        raise _Aborted
+    with done_bytes.get_lock():
+        done_bytes.value += nbytes
+    with done_chars.get_lock():
+        done_chars.value += nchars
+
+
+def count_task(
+    task: CountTask, tokenize: TokenizeFn, signature: dict[str, Any], max_n: int, chunk_chars: int
+) -> dict[str, int]:
+    """Count one byte range into its counts file; one section per `chunk_chars` characters."""
+    span = task.end - task.start
+    sent_bytes = pending_bytes = pending_chars = 0
+    totals = {"lines": 0, "chars": 0, "tokens": 0, "sections": 0}
+    with open(task.out, "wb") as out:
+        out.write(MAGIC)
+
+        def flush(builder: ChunkBuilder) -> None:
+            source = {"path": task.path, "start_byte": task.start, "end_byte": task.end, "section": totals["sections"]}
+            header = builder.write(out, max_n, {"tokenizer": signature, "source": source})
+            totals["lines"] += header["lines"]
+            totals["chars"] += header["chars"]
+            totals["tokens"] += header["tokens"]
+            totals["sections"] += 1
+
+        builder = ChunkBuilder()
+        try:
+            for _, text in iter_lines(task.path, start_byte=task.start, end_byte=task.end):
+                builder.add(tokenize(text), len(text))
+                pending_bytes += len(text.encode("utf-8")) + 1
+                pending_chars += len(text)
+                if builder.lines % _PROGRESS_EVERY_LINES == 0:
+                    step = min(pending_bytes, span - sent_bytes)
+                    _add_progress(step, pending_chars)
+                    sent_bytes += step
+                    pending_bytes = pending_chars = 0
+                if builder.chars >= chunk_chars:
+                    flush(builder)
+                    builder = ChunkBuilder()
+        except ZenError as e:
+            raise _absolute_line_error(e, task.path, task.start) from None
+        if builder.lines or totals["sections"] == 0:
+            flush(builder)
+    _add_progress(span - sent_bytes, pending_chars)
+    return totals
+
+
+def _run_task(args: tuple) -> dict[str, int]:
+    try:
+        return count_task(*args)
+    except _Aborted:
+        return {}
+
+
+def count_corpus(
+    files: Sequence[str | Path],
+    tokenize: TokenizeFn,
+    signature: dict[str, Any],
+    *,
+    out_dir: Path,
+    max_n: int,
+    workers: int,
+    chunk_chars: int,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> CountRun:
+    """Count `files` with `workers` processes into counts files under `out_dir`.
+
+    `tokenize` must be picklable (it travels to the workers). `on_progress(bytes_done, bytes_total,
+    chars_done)` is called a few times a second from this process.
+    """
+    t0 = time.perf_counter()
+    workers = max(1, workers or os.cpu_count() or 1)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks = plan_tasks(files, workers, chunk_chars, out_dir)
+    total_bytes = sum(t.end - t.start for t in tasks)
+    ctx = mp.get_context("spawn")
+    shared = (ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("b", 0))
+    args = [(t, tokenize, signature, max_n, chunk_chars) for t in tasks]
+
+    def report() -> None:
+        if on_progress is not None:
+            on_progress(shared[0].value, total_bytes, shared[1].value)
+
+    if workers == 1 or len(tasks) == 1:
+        results = _count_here(args, shared, report)
+    else:
+        results = _count_in_pool(args, min(workers, len(tasks)), ctx, shared, report)
+    report()
+    run = CountRun(parts=[Path(t.out) for t in tasks], files=[str(Path(f)) for f in files], bytes=total_bytes)
+    for r in results:
+        run.lines += r["lines"]
+        run.chars += r["chars"]
+        run.tokens += r["tokens"]
+        run.sections += r["sections"]
+    run.seconds = time.perf_counter() - t0
+    return run
+
+
+def _count_here(args: list[tuple], shared: tuple[Any, Any, Any], report: Callable[[], None]) -> list[dict[str, int]]:
+    """The tasks one after another in this process (one worker, or one task): no processes to start."""
+    results = []
+    _init_worker(shared)
+    try:
+        for a in args:
+            results.append(count_task(*a))
+            report()
+    finally:
+        _init_worker(None)  # type: ignore[arg-type]
+    return results
+
+
+def _count_in_pool(args: list[tuple], workers: int, ctx: Any, shared: tuple[Any, Any, Any],
+                   report: Callable[[], None]) -> list[dict[str, int]]:
+    """The tasks on `workers` processes, reporting progress while they run; the first error stops the
+    others (they see the abort flag) and is raised here."""
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                             initializer=_init_worker, initargs=(shared,)) as pool:
+        futures: list[Future] = [pool.submit(_run_task, a) for a in args]
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                report()
+                for fut in done:
+                    fut.result()  # re-raises a worker's ZenError here
+        except BaseException:
+            shared[2].value = 1
+            for fut in futures:
+                fut.cancel()
+            raise
+        return [f.result() for f in futures]
