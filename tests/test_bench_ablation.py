@@ -134,7 +134,7 @@ def test_the_default_plan_has_every_variant_and_seed_in_variant_major_order(tmp_
     runs = plan.runs()
     pretrained = [v.name for v in plan.variants if v.pretrain is not None]
     assert pretrained == ["zen2", "zen1", "bert", "zen2-unweighted", "zen2-absolute", "zen2-charmask", "zen2-rtd",
-                          "zen2-entropy"]
+                          "zen2-pmi"]
     assert [r.kind for r in runs].count("lexicon") == 1 and runs[0].kind == "lexicon"
     assert [r.variant for r in runs if r.kind == "pretrain"] == pretrained
     fine = [(r.variant, r.seed) for r in runs if r.kind == "finetune"]
@@ -160,9 +160,9 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     assert facts == {"zen2": ("zen2", "frequency", "ngram"), "zen1": ("zen1", "binary", "char"),
                      "bert": ("bert", None, "char"), "zen2-unweighted": ("zen2", "binary", "ngram"),
                      "zen2-absolute": ("zen1", "frequency", "ngram"), "zen2-charmask": ("zen2", "frequency", "char"),
-                     "zen2-rtd": ("zen2", "frequency", "ngram"), "zen2-entropy": ("zen2", "frequency", "ngram")}
+                     "zen2-rtd": ("zen2", "frequency", "ngram"), "zen2-pmi": ("zen2", "frequency", "ngram")}
     assert pre["zen2-rtd"].objective == "rtd" and {c.objective for n, c in pre.items() if n != "zen2-rtd"} == {"mlm"}
-    assert pre["zen2-entropy"].data.ngram is None and pre["zen2-entropy"].data.ngram_min_entropy == 1.5
+    assert pre["zen2-pmi"].data.ngram is None and pre["zen2-pmi"].data.ngram_min_entropy == 1.5
     from zencli.jobs.pretrain import build_config  # the recipe key the weighting ablation needs
 
     with pytest.raises(ZenError, match=r"model\.ngram_weighting: expected one of 'frequency', 'binary' or null"):
@@ -170,7 +170,7 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     for name, c in pre.items():  # same corpus, lexicon, sizes and steps for every pretrained variant
         assert c.data.corpus == [corpus / "raw" / "train.txt"] and c.data.heldout == [corpus / "raw" / "dev.txt"]
         assert c.data.vocab == tmp_path / "lexicon" / "vocab.txt"
-        assert c.data.ngram == (None if name == "zen2-entropy" else tmp_path / "lexicon" / "ngram.txt")
+        assert c.data.ngram == (None if name == "zen2-pmi" else tmp_path / "lexicon" / "ngram.txt")
         assert (c.train.max_steps, c.train.warmup_steps, c.model.hidden_size) == (50, 5, 128)
         assert c.train.output_dir == tmp_path / "pretrain" / name
     fine = {v.name: plan.finetune_config(v, 2) for v in plan.variants}
@@ -486,14 +486,14 @@ def test_render_markdown_marks_variants_without_runs(fake_out):
     assert "| chte | no (from scratch) | — | — | 0 | not run yet | — |" in md
 
 
-def test_the_rtd_and_entropy_lexicon_variants_run_end_to_end(corpus, tmp_path):
-    """zen2-rtd pretrains by replaced-token detection and zen2-entropy builds its own lexicon; both fine-tune."""
-    r = cli(corpus, tmp_path / "out", seeds=1, only="zen2-rtd,zen2-entropy")
+def test_the_rtd_and_pmi_lexicon_variants_run_end_to_end(corpus, tmp_path):
+    """zen2-rtd pretrains by replaced-token detection and zen2-pmi builds its own lexicon; both fine-tune."""
+    r = cli(corpus, tmp_path / "out", seeds=1, only="zen2-rtd,zen2-pmi")
     assert r.exit_code == 0, r.output
     pre = tmp_path / "out" / "pretrain"
     assert json.loads((pre / "zen2-rtd" / "results.json").read_text(encoding="utf-8"))["objective"] == "rtd"
-    assert (pre / "zen2-entropy" / "model" / "ngram.txt").is_file()
-    for v in ("zen2-rtd", "zen2-entropy"):
+    assert (pre / "zen2-pmi" / "model" / "ngram.txt").is_file()
+    for v in ("zen2-rtd", "zen2-pmi"):
         assert (tmp_path / "out" / "finetune" / v / "seed-1" / RESULTS).is_file()
 
 

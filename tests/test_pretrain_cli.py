@@ -393,6 +393,7 @@ def test_run_plan_leaves_out_data_keys_added_later_while_they_are_off():
     from zencli.tasks.pretraining import run_plan
 
     cfg = load_job_recipe("pretrain-zh-tiny")
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=None))  # both off
     assert not {"normalize", "ngram_min_entropy"} & set(run_plan(cfg)["data"])
     on = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=1.5, normalize=["tatweel"]))
     assert run_plan(on)["data"]["ngram_min_entropy"] == 1.5 and run_plan(on)["data"]["normalize"] == ["tatweel"]

@@ -32,7 +32,9 @@ PRETRAIN_RESULTS = "results.json"  # zencli.tasks.pretraining.RESULTS_NAME (not 
 MODEL_DIR = "model"
 TASK_FILE = "task.json"  # zencli.tasks.model.TASK_NAME: the last file a fine-tuned model directory gets
 PRETRAIN_RECIPE = "pretrain-zh-tiny"  # `zen pretrain` without a recipe: the tiny ZEN 2.0 (4 × 128)
-LEXICON_RECIPE = "lexicon-zh-pd98"  # `zen lexicon` without a subcommand: the ZEN 2.0 thresholds for Chinese
+# `zen lexicon` without a subcommand: PMI and frequency (the ZEN 2.0 thresholds) plus the branching-entropy
+# filter, which keeps n-grams that follow word boundaries (docs/results.md: better fine-tuned scores)
+LEXICON_RECIPE = "lexicon-zh-pd98-entropy"
 CORPUS = "pd98"  # the default corpus: its raw/train.txt (lexicon, pretraining) and raw/dev.txt (held-out)
 
 

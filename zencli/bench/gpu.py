@@ -4,7 +4,7 @@ fine-tunings, scoring and prediction that follow it — as one table and one JSO
     1. model      `zencli.bench.model.run` at base size (12×768, 6 n-gram layers), batch 32 × 128, once in fp32
                   and once in bf16: training and inference tokens/s of zen2 / zen1 / bert and the zen2/bert step
                   ratio (goal ≤ 1.3×); bf16 must keep the MLM loss within 2% of fp32 (same weights, one batch)
-    2. lexicon    the workspace's vocab.txt + PMI lexicon of PD98 raw train (`zen lexicon`; reused once built)
+    2. lexicon    the workspace's vocab.txt + n-gram lexicon of PD98 raw train (`zen lexicon`; reused once built)
     3. pretrain   pretrain-zh-tiny at 6×256 (2 n-gram layers), seq 128, batch 128, precision auto (bf16 where
                   supported), 3 minutes: held-out masked-char accuracy must end at ≥ 2× the unigram baseline
                   the pretraining reports (always guessing the most frequent training character)
@@ -262,7 +262,7 @@ def lexicon_step(ws: Workspace, data: Path, console: Console) -> Row:
     lex = build_workspace_lexicon(ws, data=data, console=console)
     seconds = time.perf_counter() - t0
     key = f"{lex['ngrams']:,} n-grams, {lex['vocab_size']:,} characters" + (" (built earlier)" if reused else "")
-    return Row("lexicon", f"zen lexicon: vocab + PMI lexicon of {CORPUS} raw train", seconds, key,
+    return Row("lexicon", f"zen lexicon: vocab + n-gram lexicon of {CORPUS} raw train", seconds, key,
                {"ngrams": lex["ngrams"], "vocab_size": lex["vocab_size"], "reused": reused})
 
 

@@ -67,7 +67,7 @@ def ablation(
                                                 "--pretrain-steps + --finetune-steps."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma-separated variants to run (default: all): zen2, "
                                        "zen1, bert, zen2-unweighted, zen2-absolute, zen2-charmask, zen2-rtd, "
-                                       "zen2-entropy, transformer-crf, chte, chte-plain-residual, chte-no-cnn."),
+                                       "zen2-pmi, transformer-crf, chte, chte-plain-residual, chte-no-cnn."),
     set_pretrain: list[str] = typer.Option([], "--set-pretrain", help="Pretraining recipe key for every pretrained "
                                            "variant: KEY=VALUE (repeatable), e.g. train.num_threads=2."),
     set_finetune: list[str] = typer.Option([], "--set-finetune", help="Fine-tuning recipe key for every run: "

@@ -25,10 +25,10 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
                             data: Path | None = None, console: Console | None = None,
                             show: Callable[[Any, Path], None] | None = None) -> dict:
     """The default pipeline's first step: the character vocabulary (as `zen pretrain` would build it) and the
-    PMI lexicon (recipe lexicon-zh-pd98) of the default corpus's training text, into WORK/lexicon; then
-    lexicon.json, the summary whose presence marks the step finished. A finished step is not redone unless
-    `overwrite`. `data`: the corpus's dataset directory (default: located). `show(result, ngram_path)`
-    displays the extraction's result (the command's tables). Returns the summary."""
+    PMI + branching-entropy lexicon (recipe lexicon-zh-pd98-entropy) of the default corpus's training text,
+    into WORK/lexicon; then lexicon.json, the summary whose presence marks the step finished. A finished step
+    is not redone unless `overwrite`. `data`: the corpus's dataset directory (default: located).
+    `show(result, ngram_path)` displays the extraction's result (the command's tables). Returns the summary."""
     from zencli.atomic_write import atomic_write_text
     from zencli.lexicon.extract import build as run_build
     from zencli.text.vocab import write_sidecar
@@ -63,7 +63,7 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
         "vocab_coverage": built.info["coverage"], "ngram": str(ws.ngram), "ngrams": len(result.lexicon),
         "ngrams_per_length": {str(n): row["selected"] for n, row in sorted(result.per_length.items())
                               if n >= result.settings["min_n"]},
-        "settings": {k: result.settings[k] for k in ("min_n", "max_n", "min_freq", "min_pmi", "style")},
+        "settings": {k: result.settings[k] for k in ("min_n", "max_n", "min_freq", "min_pmi", "min_entropy", "style")},
         "corpus_chars": result.corpus["chars"], "corpus_lines": result.corpus["lines"],
         "seconds": {"vocab": round(vocab_s, 3), "lexicon": round(result.times.get("total", 0.0), 3)},
     }

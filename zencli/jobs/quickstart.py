@@ -4,7 +4,7 @@ options and draws the screens through a `Display`; everything else — which ste
 they write, the summary and WORK/quickstart.json — is here.
 
     data       PD98, found ($ZEN_DATA, the cache) or fetched            (every step locates it)
-    lexicon    character vocabulary + PMI n-gram lexicon                 zen lexicon
+    lexicon    character vocabulary + PMI and branching-entropy lexicon  zen lexicon
     pretrain   tiny ZEN 2.0 (4 × 128, 2 n-gram layers), MLM + NSP       zen pretrain --max-minutes P
     finetune   NER (PER/LOC/ORG, CRF) from the pretrained model         zen finetune --task ner --max-minutes F
     evaluate   entity P/R/F on the test split                           zen evaluate MODEL --data test.tsv
