@@ -62,3 +62,29 @@ def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path):
     r = _zen("lexicon", "build", str(bad), "-o", str(tmp_path / "out" / "ngram.txt"), "--workers", "1")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert f"{bad}:2" in r.stderr and "invalid UTF-8" in r.stderr
+
+
+def test_each_shortcut_flag_declares_its_recipe_key_once_and_says_it():
+    """`keyed` flags: `keyed_options` maps every given flag to the key it declares, the key exists in the
+    command's typed config, and --help names it."""
+    from zencli.cli import finetune, pretrain
+    from zencli.cli.common import keyed_options
+    from zencli.jobs.finetune import build_config as finetune_config
+    from zencli.jobs.pretrain import build_config as pretrain_config
+
+    for command, cfg, name in ((finetune.finetune, finetune_config("finetune-pd98-ner", [], {}), "finetune"),
+                               (pretrain.pretrain, pretrain_config("pretrain-zh-tiny", [], {}), "pretrain")):
+        params = inspect.signature(command).parameters
+        options = keyed_options(command, {p: f"<{p}>" for p in params})
+        assert len(options) == len(set(options.values())) >= 4  # one key per flag, each flag once
+        for key, value in options.items():
+            node = cfg
+            for part in key.split("."):
+                assert hasattr(node, part), f"{name}: {value} sets {key}, which {type(node).__name__} lacks"
+                node = getattr(node, part)
+        text = re.sub(r"[\s│]+", " ", runner.invoke(app, [name, "--help"], terminal_width=200).output)
+        for key in options:
+            assert f"(recipe key {key})" in text, (name, key)
+    ft = keyed_options(finetune.finetune, {p: None for p in inspect.signature(finetune.finetune).parameters}
+                       | {"max_steps": 7, "train": Path("t.tsv")})
+    assert ft["train.max_steps"] == 7 and ft["data.train"] == Path("t.tsv") and ft["train.lr"] is None

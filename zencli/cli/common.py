@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,20 @@ OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a
 WORKDIR_OPTION = typer.Option(
     None, "--workdir", "-w", show_default=False,
     help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
+
+
+def keyed(key: str, *decls: str, help: str, **kw: Any) -> Any:
+    """A flag that sets recipe key `key` (default: not given). The flag and its key are declared once, here:
+    the help names the key, and `keyed_options` reads it back from the command's signature."""
+    option = typer.Option(None, *decls, help=f"{help} (recipe key {key})", **kw)
+    option.recipe_key = key
+    return option
+
+
+def keyed_options(command: Callable[..., Any], values: dict[str, Any]) -> dict[str, Any]:
+    """{recipe key: value} of `command`'s keyed flags, from the values it was called with (None: not given)."""
+    return {p.default.recipe_key: values[name] for name, p in inspect.signature(command).parameters.items()
+            if hasattr(p.default, "recipe_key")}
 
 
 def write_json_report(path: Path | None, report: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console
+from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console, keyed, keyed_options
 from zencli.errors import ZenError
 from zencli.jobs.finetune import build_config, workspace_config
 from zencli.workspace import Workspace
@@ -41,34 +41,38 @@ def announce(cfg) -> None:
 def finetune(
     recipe: Optional[str] = RECIPE,
     overrides: list[str] = OVERRIDES,
-    task: Optional[str] = typer.Option(None, "--task", "-t", help="Task: cws, pos, ner (or another registered task)."),
-    train: Optional[Path] = typer.Option(None, "--train", help="Training file (any format the task's reader accepts)."),
-    dev: Optional[Path] = typer.Option(None, "--dev", help="Dev file: evaluated every epoch, picks the best model."),
-    test: Optional[Path] = typer.Option(None, "--test", help="Test file: scored once with the final model."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="Format of the data files (default: detected)."),
-    model: Optional[Path] = typer.Option(
-        None, "--model", "-m",
+    task: Optional[str] = keyed("task.name", "--task", "-t", help="Task: cws, pos, ner (or another registered "
+                                "task)."),
+    train: Optional[Path] = keyed("data.train", "--train", help="Training file (any format the task's reader "
+                                  "accepts)."),
+    dev: Optional[Path] = keyed("data.dev", "--dev", help="Dev file: evaluated every epoch, picks the best model."),
+    test: Optional[Path] = keyed("data.test", "--test", help="Test file: scored once with the final model."),
+    fmt: Optional[str] = keyed("data.format", "--format", "-f", help="Format of the data files (default: "
+                               "detected)."),
+    model: Optional[Path] = keyed(
+        "model.pretrained", "--model", "-m",
         help="Pretrained model: a zen model directory, a released ZEN 1.0/2.0 directory or a BERT-Chinese "
         "directory. Omit to train from scratch (needs --vocab, and --ngram for ZEN)."),
-    encoder: Optional[str] = typer.Option(
-        None, "--encoder", "-e",
+    encoder: Optional[str] = keyed(
+        "model.encoder", "--encoder", "-e",
         help="zen2 (default), zen1, bert, or chte (from characters; on top of --model when given)."),
-    decoder: Optional[str] = typer.Option(None, "--decoder", help="Token tasks: softmax or crf (default: crf for "
-                                          "CHTE, softmax otherwise)."),
-    vocab: Optional[Path] = typer.Option(None, "--vocab", help="vocab.txt for a model built from scratch."),
-    ngram: Optional[Path] = typer.Option(None, "--ngram", help="ngram.txt for a ZEN model built from scratch."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output directory (the model goes to "
-                                          "OUTPUT/model)."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training epochs (sets the step count)."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Optimizer steps (instead of --epochs)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Sequences per optimizer step."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (data order, initialisation, dropout)."),
-    max_seq_len: Optional[int] = typer.Option(None, "--max-seq-len", help="Tokens per input window."),
+    decoder: Optional[str] = keyed("task.decoder", "--decoder", help="Token tasks: softmax or crf (default: crf for "
+                                   "CHTE, softmax otherwise)."),
+    vocab: Optional[Path] = keyed("model.vocab", "--vocab", help="vocab.txt for a model built from scratch."),
+    ngram: Optional[Path] = keyed("model.ngram", "--ngram", help="ngram.txt for a ZEN model built from scratch."),
+    output: Optional[Path] = keyed("train.output_dir", "--output", "-o", help="Output directory (the model goes to "
+                                   "OUTPUT/model)."),
+    epochs: Optional[float] = keyed("epochs", "--epochs", help="Training epochs (sets the step count)."),
+    max_steps: Optional[int] = keyed("train.max_steps", "--max-steps", help="Optimizer steps (instead of --epochs)."),
+    batch_size: Optional[int] = keyed("train.batch_size", "--batch-size", "-b", help="Sequences per optimizer "
+                                      "step."),
+    lr: Optional[float] = keyed("train.lr", "--lr", help="Peak learning rate."),
+    seed: Optional[int] = keyed("train.seed", "--seed", help="Random seed (data order, initialisation, dropout)."),
+    max_seq_len: Optional[int] = keyed("task.max_seq_len", "--max-seq-len", help="Tokens per input window."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier run in the output directory "
                                    "instead of resuming or refusing."),
-    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Train for at most this many "
-                                                "minutes: the step count and schedule are fitted to it."),
+    max_minutes: Optional[float] = keyed("train.max_minutes", "--max-minutes", help="Train for at most this many "
+                                         "minutes: the step count and schedule are fitted to it."),
     workdir: Optional[Path] = WORKDIR_OPTION,
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; one GPU "
                                "each on CUDA; train.batch_size stays the global batch). Or use torchrun."),
@@ -85,13 +89,7 @@ def finetune(
     model is trained from scratch with that recipe's settings (a tiny encoder)."""
     from zencli.config.loading import to_dict
 
-    options = {
-        "task.name": task, "data.train": train, "data.dev": dev, "data.test": test, "data.format": fmt,
-        "model.pretrained": model, "model.encoder": encoder, "task.decoder": decoder, "model.vocab": vocab,
-        "model.ngram": ngram, "train.output_dir": output, "epochs": epochs, "train.max_steps": max_steps,
-        "train.batch_size": batch_size, "train.lr": lr, "train.seed": seed, "task.max_seq_len": max_seq_len,
-        "train.max_minutes": max_minutes, "train.overwrite": True if overwrite else None,
-    }
+    options = {**keyed_options(finetune, locals()), "train.overwrite": True if overwrite else None}
     ws = None
     if uses_workspace(recipe, overrides, options):
         ws = Workspace.at(workdir)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console
+from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console, keyed, keyed_options
 from zencli.errors import ZenError
 from zencli.jobs.pretrain import build_config, workspace_config
 from zencli.workspace import Workspace
@@ -36,18 +36,18 @@ def announce(cfg) -> None:
 def pretrain(
     recipe: str | None = RECIPE,
     overrides: list[str] = OVERRIDES,
-    output: Path | None = typer.Option(None, "--output", "-o", help="Output directory (train.output_dir): "
-                                          "data, checkpoints, metrics.jsonl, model/, results.json."),
+    output: Path | None = keyed("train.output_dir", "--output", "-o", help="Output directory: data, checkpoints, "
+                                "metrics.jsonl, model/, results.json."),
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; gloo on CPU, "
                               "nccl on GPUs: one GPU each). train.batch_size stays the global batch. Or start "
                               "`torchrun --nproc-per-node N -m zencli pretrain …` (also across machines)."),
-    resume: str | None = typer.Option(None, "--resume", help="auto (default: continue from the output "
-                                         "directory's newest checkpoint), never, or a checkpoint file (*.pt)."),
+    resume: str | None = keyed("train.resume", "--resume", help="auto (default: continue from the output "
+                               "directory's newest checkpoint), never, or a checkpoint file (*.pt)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete this command's earlier outputs in the "
                                    "output directory (shards, checkpoints, model) instead of resuming or refusing."),
-    max_steps: int | None = typer.Option(None, "--max-steps", help="Optimizer steps (train.max_steps)."),
-    max_minutes: float | None = typer.Option(None, "--max-minutes", help="Train for at most this many minutes: "
-                                             "the step count and schedule are fitted to it (train.max_minutes)."),
+    max_steps: int | None = keyed("train.max_steps", "--max-steps", help="Optimizer steps."),
+    max_minutes: float | None = keyed("train.max_minutes", "--max-minutes", help="Train for at most this many "
+                                      "minutes: the step count and schedule are fitted to it."),
     workdir: Path | None = WORKDIR_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
@@ -61,8 +61,7 @@ def pretrain(
     Without --recipe (or a corpus, vocab, lexicon or checkpoint in --set): the tiny ZEN 2.0 recipe
     (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain,
     with the training time `zen quickstart` gives the step (--max-minutes changes it)."""
-    options = {"train.output_dir": output, "train.resume": resume, "train.max_steps": max_steps,
-               "train.max_minutes": max_minutes, "train.overwrite": True if overwrite else None}
+    options = {**keyed_options(pretrain, locals()), "train.overwrite": True if overwrite else None}
     chained = uses_workspace(recipe, overrides)
     if chained:
         ws = Workspace.at(workdir)
