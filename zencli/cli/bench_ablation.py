@@ -76,7 +76,7 @@ def ablation(
                                      "the finished runs in --out; train nothing."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No training progress bars."),
 ) -> None:
-    """The ZEN 2.0 / ZEN 1.0 / BERT and CHTE papers' comparisons on PD98, several seeds, mean ± std report.
+    """The ZEN 2.0 / ZEN 1.0 / BERT and CHTE papers' comparisons on PD98 or the reviews, several seeds, mean ± std.
 
     Pretrains and fine-tunes each variant (n-gram weighting, positions, masking, CHTE heads and residuals)
     with fixed step counts. Finished runs are skipped and interrupted ones resume from their checkpoints, so

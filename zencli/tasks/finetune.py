@@ -86,6 +86,18 @@ def scores_json(evaluation: Evaluation, task: Task, gold: GoldData, *, step: int
     return out
 
 
+@dataclass
+class _Splits:
+    """The task built from the training data, and the gold of each split (None: no file)."""
+
+    task: Task
+    settings: Any  # the task section with its decoder resolved
+    train: Any
+    dev: Any
+    test: Any
+    notes: list[str]
+
+
 def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_progress: bool = True
                  ) -> FinetuneResult:
     """Fine-tune per `cfg` (see the module docstring); returns where the model went and its scores."""
@@ -94,6 +106,57 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     console = console or Console(stderr=True)
     rank = int(os.environ.get("RANK", "0") or 0)
     say = console.print if rank == 0 else (lambda *a, **k: None)
+    splits = _read_splits(cfg)
+    task, notes = splits.task, splits.notes
+
+    seed_everything(cfg.train.seed)  # model initialisation (fresh heads, new n-gram sides) is reproducible
+    model, inputs, spec = build_task_model(cfg, task, splits.train.examples)
+    notes += spec.notes
+    records, record_notes = task.training_records(splits.train.examples, inputs)
+    notes += record_notes
+    if not records:
+        raise ZenError(f"{cfg.data.train}: no training examples with content")
+    s, steps_per_epoch = _train_settings(cfg, task, model, len(records), has_dev=splits.dev is not None,
+                                         notes=notes)
+    model_dir = Path(s.output_dir) / MODEL_DIR
+    fingerprint_extra = {
+        "task": to_dict(splits.settings), "state": task.state(), "model": to_dict(cfg.model),
+        "encoder": spec.encoder, "chte": spec.chte, "inputs": spec.inputs.to_dict(),
+        "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
+        "examples": len(records),
+    }
+    n_labels = len(task.state().get("labels", []))
+    say(f"[bold]{task.name}[/bold] ({escape(task.description)}) · {escape(spec.source)} · "
+        + (f"{n_labels} labels · " if n_labels else "") +
+        f"{len(splits.train.examples):,} training examples → {len(records):,} inputs · "
+        f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs of {steps_per_epoch:,})", highlight=False)
+    for note in notes:
+        say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+
+    def loss_fn(m, batch):
+        loss, metrics = m(batch)
+        return loss, metrics, batch["attention_mask"].sum()
+
+    def eval_fn(m) -> dict[str, float]:
+        predictions = task.predict(m, inputs, splits.dev.examples)
+        return task.scores(task.evaluate(splits.dev, predictions, name="dev predictions", train=splits.train))
+
+    # Batches of similar length: random ones of PD98 sentences spend ~45% of their compute on padding.
+    lengths = np.array([len(r["input_ids"]) for r in records])
+    data = LengthGroupedBatches(lengths, lambda ids: collate([records[i] for i in ids], pad_id=inputs.pad_id),
+                                seed=s.seed)
+    result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
+                   fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
+    final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
+                           result.elapsed_s, notes=notes)
+    if rank == 0:
+        _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
+    return final
+
+
+def _read_splits(cfg: FinetuneConfig) -> _Splits:
+    """Check the task settings, read train/dev/test, build the task from the training data, and collect
+    the data notes (what the readers repaired, labels dev or test has that training lacks)."""
     if cfg.task.name is None:
         raise ZenError("task.name: no task given; use --task (e.g. cws, pos, ner) or a recipe")
     task_cls = task_class(cfg.task.name)
@@ -117,19 +180,17 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         if unseen:
             notes.append(f"{name}: {sum(unseen.values())} labels not seen in training ({', '.join(list(unseen)[:6])}"
                          f"{' …' if len(unseen) > 6 else ''}); they are scored as errors")
+    return _Splits(task, settings, train_gold, dev_gold, test_gold, notes)
 
-    seed_everything(cfg.train.seed)  # model initialisation (fresh heads, new n-gram sides) is reproducible
-    model, inputs, spec = build_task_model(cfg, task, train_gold.examples)
-    notes += spec.notes
-    records, record_notes = task.training_records(train_gold.examples, inputs)
-    notes += record_notes
-    if not records:
-        raise ZenError(f"{cfg.data.train}: no training examples with content")
 
+def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, has_dev: bool,
+                    notes: list[str]) -> tuple[Any, int]:
+    """The training loop's settings for this run (steps from epochs, dev evaluation and best-model choice)
+    and the steps per epoch."""
     s = replace(cfg.train)
-    steps_per_epoch = max(1, math.ceil(len(records) / s.batch_size))
-    s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(len(records))
-    if dev_gold is not None:
+    steps_per_epoch = max(1, math.ceil(n_records / s.batch_size))
+    s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(n_records)
+    if has_dev:
         if s.eval_every == 0:
             s.eval_every = min(steps_per_epoch, s.max_steps)
         if s.best_metric is None:
@@ -141,45 +202,19 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     if not task.uses_pooled and model.encoder is not None:
         s.find_unused_parameters = True  # DDP: the unused pooler gets no gradient
     s.validate()
+    return s, steps_per_epoch
 
+
+def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_step: int, final: FinetuneResult,
+            say) -> None:
+    """Rank 0, after training: the best dev checkpoint's weights (else the last), the model directory,
+    recipe.yaml, and the dev and test scores beside the model."""
     out = Path(s.output_dir)
     model_dir = out / MODEL_DIR
-    fingerprint_extra = {
-        "task": to_dict(settings), "state": task.state(), "model": to_dict(cfg.model),
-        "encoder": spec.encoder, "chte": spec.chte, "inputs": spec.inputs.to_dict(),
-        "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
-        "examples": len(records),
-    }
-    n_labels = len(task.state().get("labels", []))
-    say(f"[bold]{task.name}[/bold] ({escape(task.description)}) · {escape(spec.source)} · "
-        + (f"{n_labels} labels · " if n_labels else "") +
-        f"{len(train_gold.examples):,} training examples → {len(records):,} inputs · "
-        f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs of {steps_per_epoch:,})", highlight=False)
-    for note in notes:
-        say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
-
-    def loss_fn(m, batch):
-        loss, metrics = m(batch)
-        return loss, metrics, batch["attention_mask"].sum()
-
-    def eval_fn(m) -> dict[str, float]:
-        predictions = task.predict(m, inputs, dev_gold.examples)
-        return task.scores(task.evaluate(dev_gold, predictions, name="dev predictions", train=train_gold))
-
-    # Batches of similar length: random ones of PD98 sentences spend ~45% of their compute on padding.
-    lengths = np.array([len(r["input_ids"]) for r in records])
-    data = LengthGroupedBatches(lengths, lambda ids: collate([records[i] for i in ids], pad_id=inputs.pad_id),
-                                seed=s.seed)
-    result = train(model, loss_fn, data, s, eval_fn=eval_fn if dev_gold is not None else None,
-                   fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
-    final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
-                           result.elapsed_s, notes=notes)
-    if rank != 0:
-        return final
-
+    task = splits.task
     best = CheckpointDir(out / "checkpoints").best_path
-    chosen = result.step
-    if dev_gold is not None and best.is_file():
+    chosen = last_step
+    if splits.dev is not None and best.is_file():
         state = load_checkpoint(best)
         model.load_state_dict(state["model"])
         chosen = state["step"]
@@ -187,15 +222,14 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     save_task_model(model, inputs, spec, model_dir)
     atomic_write_text(out / "recipe.yaml", _yaml(cfg))
     model.eval()
-    for name, gold in (("dev", dev_gold), ("test", test_gold)):
+    for name, gold in (("dev", splits.dev), ("test", splits.test)):
         if gold is None:
             continue
         evaluation = task.evaluate(gold, task.predict(model, inputs, gold.examples), name=f"{model_dir}",
-                                   train=train_gold)
+                                   train=splits.train)
         report = scores_json(evaluation, task, gold, step=chosen, model_dir=model_dir)
         atomic_write_text(model_dir / f"{name}_scores.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         setattr(final, name, evaluation)
-    return final
 
 
 def _yaml(cfg: FinetuneConfig) -> str:
