@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from zencli.bench.ablation import DEFAULT_FINETUNE_STEPS, DEFAULT_PRETRAIN_STEPS, DEFAULT_SEEDS
+from zencli.bench.ablation import DEFAULT_FINETUNE_STEPS, DEFAULT_PRETRAIN_STEPS, DEFAULT_SEEDS, VARIANT_NAMES
 from zencli.cli.common import console, err_console
 
 
@@ -65,9 +65,8 @@ def ablation(
     scratch_steps: Optional[int] = typer.Option(None, "--scratch-steps", help="Training steps of the variants "
                                                 "without pretraining (CHTE, Transformer-CRF); default: "
                                                 "--pretrain-steps + --finetune-steps."),
-    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated variants to run (default: all): zen2, "
-                                       "zen1, bert, zen2-unweighted, zen2-absolute, zen2-charmask, zen2-rtd, "
-                                       "zen2-pmi, transformer-crf, chte, chte-plain-residual, chte-no-cnn."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated variants to run (default: all): "
+                                       f"{', '.join(VARIANT_NAMES)}."),
     set_pretrain: list[str] = typer.Option([], "--set-pretrain", help="Pretraining recipe key for every pretrained "
                                            "variant: KEY=VALUE (repeatable), e.g. train.num_threads=2."),
     set_finetune: list[str] = typer.Option([], "--set-finetune", help="Fine-tuning recipe key for every run: "
