@@ -314,6 +314,11 @@ def test_rtd_pretraining_resumes_exactly_and_the_saved_discriminator_finetunes(t
         "--max-steps", "2", "--batch-size", "4", "--quiet")
     assert (tmp_path / "ft" / "model" / "config.json").is_file()
 
+    # `zen model info` says what was saved: the discriminator, scored by replaced-token detection.
+    held = json.loads(zen("model", "info", str(out), "--json"))["scores"]["heldout"]
+    assert held["objective"] == "rtd" and held["rtd_auc"] == results["heldout"]["final"]["rtd_auc"]
+    assert "replaced-token detection acc" in zen("model", "info", str(out))
+
 
 def test_rtd_with_two_processes(tmp_path):
     recipe = micro_recipe(tmp_path, train={"max_steps": 2, "eval_every": 0, "save_every": 0})

@@ -66,7 +66,11 @@ def _print_info(d: dict) -> None:
     if d.get("source"):
         rows.append(("encoder source", d["source"]))
     for name, s in (d.get("scores") or {}).items():
-        if name == "heldout":
+        if name == "heldout" and s.get("objective") == "rtd":
+            rows.append(("held-out (pretraining)", (f"replaced-token detection acc {_num(s['rtd_acc'])}, AUC "
+                                                    f"{_num(s['rtd_auc'])}; the generator's masked-char acc "
+                                                    f"{_num(s['masked_acc'])} at step {s['step']}")))
+        elif name == "heldout":
             rows.append(("held-out (pretraining)", (f"masked-char acc {_num(s['masked_acc'])}, MLM loss "
                                                     f"{_num(s['mlm_loss'])} at step {s['step']}")))
         else:

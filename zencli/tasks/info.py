@@ -107,5 +107,10 @@ def _pretrain_scores(model_dir: Path) -> dict[str, Any]:
         return {}
     r = _read(path)
     final = (r.get("heldout") or {}).get("final") or {}
-    return {"heldout": {"masked_acc": final.get("masked_acc"), "mlm_loss": final.get("mlm_loss"),
-                        "nsp_acc": final.get("nsp_acc"), "step": r.get("steps"), "file": str(path)}}
+    # An RTD run saves its discriminator: its own scores are replaced-token detection; masked_acc and
+    # mlm_loss are then the generator's, which is not saved.
+    objective = r.get("objective", "mlm")
+    rtd = {k: final.get(k) for k in ("rtd_acc", "rtd_auc")} if objective == "rtd" else {}
+    return {"heldout": {"objective": objective, **rtd, "masked_acc": final.get("masked_acc"),
+                        "mlm_loss": final.get("mlm_loss"), "nsp_acc": final.get("nsp_acc"), "step": r.get("steps"),
+                        "file": str(path)}}
