@@ -68,6 +68,12 @@ class TrainSettings:
     # value, so a run may be resumed with another.
     data_workers: int | Literal["auto"] = "auto"
     find_unused_parameters: bool = False  # DDP: set when some parameters get no gradient in a step
+    # torch.compile the training forward: true (inductor's default mode), reduce-overhead (also CUDA graphs:
+    # fewer kernel launches, for small launch-bound models on a GPU) or max-autotune; false: eager. Off by
+    # default: on a CPU a compiled training step was slower than eager (docs/results.md, "torch.compile on a
+    # CPU") and compiling takes a minute. Compiled kernels round differently, so losses match eager only
+    # closely; a run may be resumed with another value.
+    compile: bool | Literal["reduce-overhead", "max-autotune"] = False
     # output, checkpoints, resume
     output_dir: Path = Path("runs/train")
     save_every: int = 1000  # 0: only at the end
