@@ -209,8 +209,7 @@ def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_s
             say) -> None:
     """Rank 0, after training: the best dev checkpoint's weights (else the last), the model directory,
     recipe.yaml, and the dev and test scores beside the model."""
-    out = Path(s.output_dir)
-    model_dir = out / MODEL_DIR
+    out, model_dir = Path(s.output_dir), final.model_dir
     task = splits.task
     best = CheckpointDir(out / "checkpoints").best_path
     chosen = last_step

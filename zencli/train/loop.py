@@ -272,7 +272,7 @@ class _Trainer:
             forward_model = D.wrap_ddp(self.model, ctx, self.sparse_names, s.find_unused_parameters)
         if s.compile:
             # only the training forward: self.model (state dicts, evaluation, EMA) stays the eager module
-            forward_model = torch.compile(forward_model, mode=None if s.compile is True else s.compile)
+            forward_model = torch.compile(forward_model, mode=s.compile_mode)
         self.progress = ProgressDisplay(self.total_steps, start_step, self.console, enabled=self.show_progress)
         self.metrics_log = MetricsLog(self.out, s.tensorboard) if ctx.is_main else None
         for text in [self._banner(start_step), *self.notes]:
@@ -454,7 +454,7 @@ class _Trainer:
                 f"{ctx.world_size} process(es) × {s.grad_accum} accum × {self.micro_batch} = batch {s.batch_size}"
                 + f" · warm-up {self.schedule.warmup_steps:,} of {self.total_steps:,} steps"
                 + f" · {describe_optimizers(self.optimizers)}"
-                + (f" · torch.compile ({'default' if s.compile is True else s.compile})" if s.compile else "")
+                + (f" · torch.compile ({s.compile_mode or 'default'})" if s.compile else "")
                 + (f" · row-sparse tables: {tables}" if tables else "") + f" · output {self.out}")
 
     def _check_finite(self, step: int, window: LogWindow) -> float:

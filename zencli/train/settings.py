@@ -129,6 +129,11 @@ class TrainSettings:
         need(self.resume in ("auto", "never") or self.resume.endswith(".pt"), "resume",
              "auto, never, or a checkpoint file (*.pt)")
 
+    @property
+    def compile_mode(self) -> str | None:
+        """torch.compile's `mode` for `compile` (None: inductor's default); meaningful only when compile is set."""
+        return None if self.compile is True else self.compile or None
+
     def micro_batch_size(self, world_size: int) -> int:
         """Sequences per forward pass in each of `world_size` processes."""
         per_step = world_size * self.grad_accum
