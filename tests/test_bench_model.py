@@ -70,7 +70,7 @@ def test_flop_formula_by_hand_and_ngram_terms():
                                                           + 2 * 3 * H * 100 + 2 * B * H * 2)
     zen1 = model_config(MICRO, "zen1", vocab_size=100, ngram_rows=50)
     tower = 2 * B * 5 * H * (4 * H + 2 * I) + 4 * B * 25 * H
-    fusion = 2 * (2 * B * L * 5 * H)  # after each of the 2 char layers
+    fusion = 2 * B * L * 5 * H  # P·g once, after the one n-gram layer (the second char layer adds it again)
     assert forward_flops(zen1, B, L, 5, 3, heads=False) - forward_flops(cfg, B, L, 5, 3, heads=False) == tower + fusion
     assert forward_flops(zen1, B, L, 0, 3, heads=False) == forward_flops(cfg, B, L, 0, 3, heads=False)
 

@@ -124,8 +124,8 @@ def test_rotated_query_times_key_sinusoid_is_the_offset_term_at_512_positions() 
     L, d = 512, 64
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, 3, L, d, generator=g)  # Q + v
-    cos, sin, key = rotation_tables(L, d)
-    ours = rotate(x, cos, sin) @ key.T  # [2,3,L,L]
+    C, S, key = rotation_tables(L, d)
+    ours = rotate(x, C, S) @ key.T  # [2,3,L,L]
     half = d // 2
     omega = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000.0) / (half - 1))).double()
     offsets = (torch.arange(L)[None, :] - torch.arange(L)[:, None]).double()  # k − q

@@ -18,6 +18,11 @@ def _relative_term(T: float, B: int, H: int, projection: bool) -> float:
     return 2 * B * T * T * H  # Q'·K'ᵀ, all heads
 
 
+def _fusions(cfg: ZenConfig) -> int:
+    """P·g products per pass: one per n-gram layer, since later char layers add the last one again."""
+    return min(cfg.num_hidden_layers, cfg.num_hidden_word_layers)
+
+
 def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float, *,
                   heads: bool) -> float:
     """Matmul FLOPs of one forward pass (see the module docstring); `slots` = n-gram slots computed,
@@ -30,7 +35,7 @@ def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked
 
     f = cfg.num_hidden_layers * layer(L) + 2 * B * H * H
     if cfg.has_ngrams and slots > 0:
-        f += cfg.num_hidden_word_layers * layer(slots) + cfg.num_hidden_layers * 2 * B * L * slots * H
+        f += cfg.num_hidden_word_layers * layer(slots) + _fusions(cfg) * 2 * B * L * slots * H
     if heads:
         f += 2 * masked * H * H + 2 * masked * H * cfg.vocab_size + 2 * B * H * 2
     return float(f)
@@ -47,7 +52,7 @@ def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, maske
         if cfg.has_ngrams and slots > 0:
             constant += cfg.num_hidden_word_layers * _relative_term(slots, B, H, False)
     if cfg.has_ngrams and slots > 0:
-        constant += cfg.num_hidden_layers * 2 * B * L * slots * H
+        constant += _fusions(cfg) * 2 * B * L * slots * H
     return 3 * forward_flops(cfg, batch, seq_len, slots, masked, heads=True) - constant
 
 

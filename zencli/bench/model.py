@@ -37,7 +37,7 @@ FLOPs (`forward_flops`, zencli/bench/flops.py), counted analytically, multiply-a
   2·B·T·H·(4H + 2I) for the Q, K, V, output and FFN linears; 2·2·B·T²·H for Q·Kᵀ and A·V; ZEN 2.0
   adds 2·B·T²·H for the position term Q'·K'ᵀ (relative_attention.py; with W_r: 2·B·T·(2T−1)·H for
   (Q+v)·Rᵀ against the 2T−1 relative offsets);
-- fusion h + P·g after every char layer (ZEN only): 2·B·L·M·H;
+- fusion P·g after each n-gram layer (ZEN only; later char layers add the last one again): 2·B·L·M·H;
 - pooler 2·B·H²; training adds the heads: MLM transform 2·N·H² and decoder 2·N·H·V at the N masked
   positions, NSP 2·B·H·2;
 - M = the slots the model computes (`make_batches` pads slots to the batch's longest row);

@@ -25,7 +25,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(B, L, A * d)
 
 
-def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, dropout_p: float, *,
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, dropout_p: float, *,
            rel_q: torch.Tensor | None = None, rel_k: torch.Tensor | None = None) -> torch.Tensor:
     """softmax((Q·Kᵀ + Q'·K'ᵀ)/√d + bias)·V per head, dropout on the weights: q, rel_q [B,A,L,d], k, v
     [B,A,S,d], rel_k [S,d] shared by batch and heads (or None), additive bias broadcastable to [B,A,L,S]
@@ -43,13 +43,15 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
       matmul-softmax-matmul there; the position term goes into its additive bias (its flash kernel is
       slower with the 2d-wide concatenated heads).
     """
-    bias = bias.to(q.dtype)
+    if bias is not None:
+        bias = bias.to(q.dtype)
     if q.device.type != "cpu":
         return _attend_fused(q, k, v, bias, dropout_p, rel_q, rel_k)
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, rel_q, bias)):
         return _attend_unfused(q, k, v, bias, dropout_p, rel_q, rel_k)
-    if rel_q is not None:
-        bias = torch.matmul(rel_q * q.shape[-1] ** -0.5, rel_k.to(q.dtype).transpose(0, 1)) + bias  # [B,A,L,S]
+    if rel_q is not None:  # the position term as SDPA's additive bias; 1/√d scales the small [S,d] table
+        position = torch.matmul(rel_q, (rel_k.to(q.dtype) * q.shape[-1] ** -0.5).transpose(0, 1))  # [B,A,L,S]
+        bias = position if bias is None else position.add_(bias)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
 
 
@@ -58,7 +60,8 @@ def _attend_unfused(q, k, v, bias, dropout_p, rel_q, rel_k):
     scores = torch.matmul(q * scale, k.transpose(-1, -2))  # [B,A,L,S]
     if rel_q is not None:
         scores += torch.matmul(rel_q * scale, rel_k.to(rel_q.dtype).transpose(0, 1))  # [B,A,L,d]·[d,S]
-    scores += bias
+    if bias is not None:
+        scores += bias
     probs = torch.softmax(scores, dim=-1)
     if dropout_p > 0:
         probs = F.dropout(probs, dropout_p)
@@ -83,8 +86,8 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(H, H)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # x: [B,L,H], mask: [B,1,1,L] additive → [B,L,H]
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        # x: [B,L,H], mask: [B,1,1,L] additive or None (no padding) → [B,L,H]
         q = split_heads(self.query(x), self.num_heads)
         k = split_heads(self.key(x), self.num_heads)
         v = split_heads(self.value(x), self.num_heads)

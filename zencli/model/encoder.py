@@ -7,7 +7,7 @@ sequence go through `num_hidden_word_layers` layers of the same type. After ever
     if i < num_hidden_word_layers: g = word_layer[i](g)
     h = h + P · g                  # P [B,L,M]: which slots cover which chars (ngram_fusion.py)
 
-so once the n-gram layers run out, the last g is added again after each later char layer. Encoder
+so once the n-gram layers run out, the last P·g is added again after each later char layer. Encoder
 "bert" has no n-gram side at all (no parameters, no fusion). Pooled output = tanh(W h[:,0] + b).
 
 Module names follow the released checkpoints (`embeddings`, `word_embeddings`, `encoder.layer`,
@@ -25,7 +25,7 @@ from zencli.model.attention import SelfAttention
 from zencli.model.config import ZenConfig
 from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
 from zencli.model.layer import TransformerLayer
-from zencli.model.ngram_fusion import fuse, ngram_position_matrix
+from zencli.model.ngram_fusion import ngram_position_matrix, ngram_sum
 from zencli.model.relative_attention import RelativeSelfAttention
 
 
@@ -60,7 +60,7 @@ class Encoder(nn.Module):
     def forward(
         self,
         h: torch.Tensor,  # [B,L,H]
-        mask: torch.Tensor,  # [B,1,1,L] additive
+        mask: torch.Tensor | None,  # [B,1,1,L] additive; None: no padding
         g: torch.Tensor | None = None,  # [B,M,H]; None: no n-grams in this batch
         ngram_mask: torch.Tensor | None = None,  # [B,1,1,M] additive
         P: torch.Tensor | None = None,  # [B,L,M]
@@ -70,9 +70,10 @@ class Encoder(nn.Module):
         for i, char_layer in enumerate(self.layer):
             h = char_layer(h, mask)
             if g is not None:
-                if i < len(self.word_layers):
+                if i < len(self.word_layers):  # P·g changes only while the n-gram layers run
                     g = self.word_layers[i](g, ngram_mask)
-                h = fuse(h, P, g)
+                    Pg = ngram_sum(P, g)  # [B,L,H]
+                h = h + Pg
             if output_all_layers:
                 layers.append(h)
         return layers if output_all_layers else [h]
@@ -176,7 +177,10 @@ class ZenModel(nn.Module):
             attention_mask = torch.ones_like(input_ids)
 
         h = self.embeddings(input_ids, token_type_ids)  # [B,L,H]
-        mask = additive_mask(attention_mask, h.dtype)
+        # Without padding the mask adds zeros: on the CPU (a host read is free there) attention then runs
+        # without one, as it would on a batch of equal-length rows.
+        no_padding = self._host_reads_are_free(attention_mask) and bool(attention_mask.all())
+        mask = None if no_padding else additive_mask(attention_mask, h.dtype)
 
         g = ngram_mask = P = None
         if cfg.has_ngrams and ngram_ids is not None:

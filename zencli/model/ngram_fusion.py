@@ -74,6 +74,6 @@ def ngram_position_matrix(
     raise ValueError(f"unknown ngram weighting {weighting!r}")
 
 
-def fuse(h: torch.Tensor, P: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """h [B,L,H] + P [B,L,M] · g [B,M,H] → [B,L,H]."""
-    return h + torch.bmm(P.to(g.dtype), g)
+def ngram_sum(P: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """P [B,L,M] · g [B,M,H] → [B,L,H]: what the n-grams add to each char (h ← h + P·g)."""
+    return torch.bmm(P.to(g.dtype), g)

@@ -36,6 +36,7 @@ import functools
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from zencli.model.attention import attend, merge_heads, split_heads
@@ -66,24 +67,28 @@ def skew(by_offset: torch.Tensor) -> torch.Tensor:
     return t.as_strided((*t.shape[:-1], L), (*t.stride()[:-2], W - 1, 1), t.storage_offset() + L - 1)
 
 
-@functools.lru_cache(maxsize=32)
-def rotation_tables(length: int, dim: int, device: torch.device | None = None
+@functools.lru_cache(maxsize=64)
+def rotation_tables(length: int, dim: int, device: torch.device | None = None, dtype: torch.dtype = torch.float32
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """cos(i·ω_j), sin(i·ω_j) for positions i = 0 … L−1 and the released ω_j (float32 values, as in
-    `relative_sinusoid`): two [L, dim/2] float32 tables, computed in float64, and the key sinusoid
-    K' = [sin | cos] [L, dim]. Cached: every layer of every step asks for the same few lengths (read only)."""
+    """C = [cos | cos], S = [sin | −sin] of i·ω_j for positions i = 0 … L−1 and the released ω_j (float32
+    values, as in `relative_sinusoid`), so that `rotate(x, C, S)` = x∘C + swap(x)∘S; and the key sinusoid
+    K' = [sin | cos]: three [L, dim] tables in `dtype`. The angles are computed in float64.
+
+    Cached per (length, dtype): every layer of every step asks for the same few, so no layer casts or
+    rebuilds a table (read only)."""
     with torch.inference_mode(False):  # normal tensors: a cached table made in inference mode may serve training
         half = dim // 2
         omega = torch.exp(torch.arange(half, dtype=torch.float32, device=device) * -(math.log(10000.0) / (half - 1)))
         angles = torch.arange(length, dtype=torch.float64, device=device)[:, None] * omega.double()[None, :]
         cos, sin = angles.cos().float(), angles.sin().float()
-        return cos, sin, torch.cat([sin, cos], dim=1)
+        tables = torch.cat([cos, cos], 1), torch.cat([sin, -sin], 1), torch.cat([sin, cos], 1)
+        return tuple(t.to(dtype) for t in tables)
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Q' = [a∘c + b∘s | b∘c − a∘s] for x = [a | b]: [..., L, d] with cos, sin [L, d/2] → [..., L, d]."""
+def rotate(x: torch.Tensor, C: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
+    """Q' = [a∘c + b∘s | b∘c − a∘s] for x = [a | b], as x∘C + [b | a]∘S: [..., L, d] with C, S [L, d]."""
     a, b = x.chunk(2, dim=-1)
-    return torch.cat([a * cos + b * sin, b * cos - a * sin], dim=-1)
+    return torch.addcmul(x * C, torch.cat([b, a], dim=-1), S)
 
 
 class RelativeSelfAttention(nn.Module):
@@ -105,22 +110,25 @@ class RelativeSelfAttention(nn.Module):
         R = self.r_proj(relative_sinusoid(length, self.num_heads * self.head_size, device))  # [2L−1,H]
         return R.view(2 * length - 1, self.num_heads, self.head_size).transpose(0, 1)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # x: [B,L,H], mask: [B,1,1,L] additive → [B,L,H]
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        # x: [B,L,H], mask: [B,1,1,L] additive or None (no padding) → [B,L,H]
         L = x.shape[1]
-        q = split_heads(self.query(x), self.num_heads)  # [B,A,L,d]
+        # Q+u = x·W_qᵀ + (b_q + u): the content bias rides in the projection's bias (no pass over [B,A,L,d]).
+        content = split_heads(F.linear(x, self.query.weight, self.query.bias + self.r_r_bias.flatten()),
+                              self.num_heads)  # Q+u: [B,A,L,d]
         k = split_heads(self.key(x), self.num_heads)
         v = split_heads(self.value(x), self.num_heads)
-        content = q + self.r_r_bias.to(q.dtype)[:, None, :]  # Q+u: [B,A,L,d]
-        positional = q + self.r_w_bias.to(q.dtype)[:, None, :]  # Q+v
+        # Q+v, made contiguous: the heads are a strided view of [B,L,H], and the rotation and the position
+        # product run faster on dense [B,A,L,d] memory than on that view.
+        positional = (content + (self.r_w_bias - self.r_r_bias).to(content.dtype)[:, None, :]).contiguous()
         dropout_p = self.dropout_p if self.training else 0.0
         if self.r_proj is None:
-            cos, sin, key = rotation_tables(L, self.head_size, x.device)  # [L,d/2], [L,d/2], K' [L,d]
-            ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, cos.to(q.dtype), sin.to(q.dtype)),
-                         rel_k=key)
+            C, S, key = rotation_tables(L, self.head_size, x.device, content.dtype)  # [L,d] each
+            ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, C, S), rel_k=key)
         else:
-            R = self.position_table(L, x.device).to(q.dtype)  # [A,2L−1,d]
+            R = self.position_table(L, x.device).to(content.dtype)  # [A,2L−1,d]
             by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)),
                                      R.transpose(-1, -2))  # [B,A,L,2L−1]
-            ctx = attend(content, k, v, skew(by_offset) + mask.to(q.dtype), dropout_p)  # bias [B,A,L,L]
+            bias = skew(by_offset)  # [B,A,L,L]
+            ctx = attend(content, k, v, bias if mask is None else bias + mask.to(bias.dtype), dropout_p)
         return merge_heads(ctx)
