@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from tests.conftest import PD98, ROOT, needs_shared, write
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
+from zencli.datasets import data_path
 from zencli.errors import ZenError
 
 runner = CliRunner()
@@ -307,7 +308,7 @@ def test_pretrain_recipes_are_valid_and_match_the_paper():
         assert (t.batch_size, t.max_steps, t.warmup_steps, t.lr) == (batch, 600_000, 36_000, 1e-4)
         assert t.micro_batch_size(8) * 8 * t.grad_accum == batch
     ar = load_job_recipe("pretrain-ar-tiny")
-    assert ar.language == "ar" and ar.data.corpus == [Path("../shared/data/ar/quran-uthmani.txt")]
+    assert ar.language == "ar" and ar.data.corpus == [data_path("ar/quran-uthmani.txt").path]  # ${data}/ar/...
     assert load_job_recipe("pretrain-zh-from-bert").init.pretrained is not None
 
 

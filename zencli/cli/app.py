@@ -37,12 +37,13 @@ def _root(
 
 def _register() -> None:
     from zencli.cli import bench, data, evaluate, finetune, lexicon, model, predict, pretrain, quickstart, recipe, vocab
+    from zencli.cli.common import reads_text
 
-    app.command("quickstart")(quickstart.quickstart)
-    app.command("evaluate")(evaluate.evaluate)
-    app.command("pretrain")(pretrain.pretrain)
+    app.command("quickstart")(reads_text(quickstart.quickstart))
+    app.command("evaluate")(reads_text(evaluate.evaluate))
+    app.command("pretrain")(pretrain.pretrain)  # these two: --encoding-errors is a recipe key
     app.command("finetune")(finetune.finetune)
-    app.command("predict")(predict.predict)
+    app.command("predict")(reads_text(predict.predict))
     app.add_typer(lexicon.app, name="lexicon")
     app.add_typer(vocab.app, name="vocab")
     app.add_typer(model.app, name="model")

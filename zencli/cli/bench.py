@@ -5,13 +5,14 @@ from __future__ import annotations
 import typer
 
 from zencli.cli import bench_ablation, bench_gpu, bench_lexicon, bench_matcher, bench_model, bench_peers, bench_speed
+from zencli.cli.common import reads_text
 
 app = typer.Typer(help="Measure speed and memory (lexicon, matcher, models, all at once), run the papers' ablations "
                   "and check a GPU end to end.", no_args_is_help=True)
-app.command("lexicon")(bench_lexicon.lexicon)
-app.command("matcher")(bench_matcher.matcher)
-app.command("model")(bench_model.model)
-app.command("speed")(bench_speed.speed)
-app.command("peers")(bench_peers.peers)
-app.command("ablation")(bench_ablation.ablation)
-app.command("gpu")(bench_gpu.gpu)
+app.command("lexicon")(reads_text(bench_lexicon.lexicon))
+app.command("matcher")(reads_text(bench_matcher.matcher))
+app.command("model")(reads_text(bench_model.model))
+app.command("speed")(reads_text(bench_speed.speed))
+app.command("peers")(reads_text(bench_peers.peers))
+app.command("ablation")(reads_text(bench_ablation.ablation))
+app.command("gpu")(reads_text(bench_gpu.gpu))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,48 @@ OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a
 WORKDIR_OPTION = typer.Option(
     None, "--workdir", "-w", show_default=False,
     help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
+
+
+ENCODING_ERRORS_HELP = ("Invalid UTF-8 in the text read: strict (an error naming the file, line and byte) or replace "
+                        "(each undecodable byte sequence becomes one U+FFFD; how many lines and sequences, on stderr).")
+ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", metavar="strict|replace", help=ENCODING_ERRORS_HELP)
+
+
+def encoding_errors_option(key: str) -> Any:
+    """--encoding-errors of a command whose recipe holds the setting (recipe key `key`)."""
+    return keyed(key, "--encoding-errors", metavar="strict|replace", help=ENCODING_ERRORS_HELP.rstrip("."))
+
+
+@contextmanager
+def text_decoding(errors: str | None) -> Iterator[None]:
+    """Every text the block reads is decoded with `errors` (None: strict); what was replaced is one line on
+    stderr at the end, also when the command fails later (the count is still true)."""
+    from zencli.text.reading import decoding
+
+    with decoding(errors or "strict") as replaced:
+        try:
+            yield
+        finally:
+            line = replaced.summary()
+            if line:
+                print(f"zen: {line}", file=sys.stderr)
+
+
+def reads_text(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A command without a recipe that reads text: adds its --encoding-errors option and runs it inside
+    `text_decoding` (commands with a recipe take `encoding_errors_option` and read the setting from it)."""
+    option = inspect.Parameter("encoding_errors", inspect.Parameter.KEYWORD_ONLY, default=ENCODING_ERRORS,
+                               annotation=str)
+    signature = inspect.signature(command)
+
+    @functools.wraps(command)
+    def run(*args: Any, encoding_errors: str = "strict", **kwargs: Any) -> Any:
+        with text_decoding(encoding_errors):
+            return command(*args, **kwargs)
+
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), option])  # type: ignore[attr-defined]
+    run.__annotations__ = {**command.__annotations__, "encoding_errors": "str"}
+    return run
 
 
 def keyed(key: str, *decls: str, help: str, **kw: Any) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, console, err_console
+from zencli.cli.common import OVERRIDES, RECIPE, console, encoding_errors_option, err_console, text_decoding
 
 app = typer.Typer(help="Datasets (fetch, list) and training data (pretraining shards).", no_args_is_help=True)
 
@@ -26,6 +26,7 @@ def pretrain_data(
     build_missing: bool | None = typer.Option(None, "--build-missing/--no-build-missing", help="Build a "
                                                  "missing vocab/lexicon from the corpus (data.build_missing)."),
     workers: int | None = typer.Option(None, "--workers", "-j", help="Processes (0: one per CPU core)."),
+    encoding_errors: str | None = encoding_errors_option("data.encoding_errors"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete earlier outputs of zen pretrain in "
                                    "OUTPUT (shards, checkpoints, model) first."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -43,9 +44,11 @@ def pretrain_data(
         "data.heldout": [str(p) for p in heldout] if heldout else None,
         "data.vocab": vocab, "data.ngram": ngram, "data.build_missing": build_missing, "data.workers": workers,
         "train.output_dir": output, "train.overwrite": True if overwrite else None,
+        "data.encoding_errors": encoding_errors,
     }
     cfg = build_config(recipe, overrides, options)
-    prepared = prepare(cfg, console=None if as_json else err_console)
+    with text_decoding(cfg.data.encoding_errors):
+        prepared = prepare(cfg, console=None if as_json else err_console)
     if as_json:
         payload = {"vocab": str(prepared.vocab), "ngram": str(prepared.ngram), "built": prepared.built,
                    **{k: v.as_dict() for k, v in prepared.generation.items()}}

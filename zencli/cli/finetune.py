@@ -14,7 +14,17 @@ from typing import Any, Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console, keyed, keyed_options
+from zencli.cli.common import (
+    OVERRIDES,
+    RECIPE,
+    WORKDIR_OPTION,
+    console,
+    encoding_errors_option,
+    err_console,
+    keyed,
+    keyed_options,
+    text_decoding,
+)
 from zencli.errors import ZenError
 from zencli.jobs.finetune import build_config, workspace_config
 from zencli.workspace import Workspace
@@ -49,6 +59,7 @@ def finetune(
     test: Optional[Path] = keyed("data.test", "--test", help="Test file: scored once with the final model."),
     fmt: Optional[str] = keyed("data.format", "--format", "-f", help="Format of the data files (default: "
                                "detected)."),
+    encoding_errors: Optional[str] = encoding_errors_option("data.encoding_errors"),
     model: Optional[Path] = keyed(
         "model.pretrained", "--model", "-m",
         help="Pretrained model: a zen model directory, a released ZEN 1.0/2.0 directory or a BERT-Chinese "
@@ -115,7 +126,8 @@ def finetune(
         return
     from zencli.tasks.finetune import run_finetune
 
-    result = run_finetune(cfg, console=err_console, show_progress=not quiet)
+    with text_decoding(cfg.data.encoding_errors):
+        result = run_finetune(cfg, console=err_console, show_progress=not quiet)
     if int(os.environ.get("RANK", "0") or 0) == 0:
         report(result, ws)
 

@@ -10,7 +10,17 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console
+from zencli.cli.common import (
+    ENCODING_ERRORS,
+    OVERRIDES,
+    RECIPE,
+    WORKDIR_OPTION,
+    console,
+    encoding_errors_option,
+    err_console,
+    reads_text,
+    text_decoding,
+)
 from zencli.errors import ZenError
 from zencli.jobs.lexicon import build_config
 from zencli.workspace import Workspace
@@ -40,6 +50,7 @@ WORKERS = typer.Option(None, "--workers", "-j", help="Counting processes (0 or d
 VOCAB = typer.Option(
     None, "--vocab", help="Count WordPiece pieces of this vocab.txt (needed for Arabic); default: characters."
 )
+ENCODING_ERRORS_KEY = encoding_errors_option("encoding_errors")
 STYLE = typer.Option(None, "--style", help="ngram.txt style: tokens (ZEN 2.0, `北 京,9`) or raw (ZEN 1.0, `北京,9`).")
 
 
@@ -108,17 +119,19 @@ def default(
     workdir: Optional[Path] = WORKDIR_OPTION,
     workers: Optional[int] = WORKERS,
     overwrite: bool = typer.Option(False, "--overwrite", help="Build them again even if the workspace has them."),
+    encoding_errors: str = ENCODING_ERRORS,
 ) -> None:
     """Without a subcommand: vocab.txt and ngram.txt of the default corpus into WORKDIR/lexicon."""
     if ctx.invoked_subcommand is not None:
-        if workdir is not None or workers is not None or overwrite:
-            raise ZenError(f"--workdir/--workers/--overwrite before `{ctx.invoked_subcommand}` belong to bare "
-                           f"`zen lexicon`; give the subcommand's own options after its name")
+        if workdir is not None or workers is not None or overwrite or encoding_errors != "strict":
+            raise ZenError(f"--workdir/--workers/--overwrite/--encoding-errors before `{ctx.invoked_subcommand}` "
+                           f"belong to bare `zen lexicon`; give the subcommand's own options after its name")
         return
     from zencli.jobs.lexicon import build_workspace_lexicon
 
-    build_workspace_lexicon(Workspace.at(workdir), workers=workers, overwrite=overwrite, console=console,
-                            show=print_result)
+    with text_decoding(encoding_errors):
+        build_workspace_lexicon(Workspace.at(workdir), workers=workers, overwrite=overwrite, console=console,
+                                show=print_result)
 
 
 @app.command()
@@ -137,6 +150,7 @@ def build(
     workers: int = WORKERS,
     vocab: Path = VOCAB,
     style: str = STYLE,
+    encoding_errors: str = ENCODING_ERRORS_KEY,
 ) -> None:
     """Extract the lexicon in one pass: count with the workers, merge, select by frequency and PMI (and
     branching entropy, with --min-entropy)."""
@@ -145,8 +159,9 @@ def build(
 
     cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
                        min_entropy=min_entropy, min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
-                  corpus=[str(p) for p in corpus] if corpus else None)
-    result = run_build(cfg, console=console)
+                       encoding_errors=encoding_errors, corpus=[str(p) for p in corpus] if corpus else None)
+    with text_decoding(cfg.encoding_errors):
+        result = run_build(cfg, console=console)
     print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
 
@@ -161,6 +176,7 @@ def count(
     max_n: int = MAX_N,
     workers: int = WORKERS,
     vocab: Path = VOCAB,
+    encoding_errors: str = ENCODING_ERRORS_KEY,
 ) -> None:
     """Map step: count every n-gram (1..max_n; max_n+1 when the recipe sets min_entropy) of SHARDS exactly into
     one counts file."""
@@ -168,8 +184,10 @@ def count(
 
     from zencli.lexicon.extract import count as run_count
 
-    cfg = build_config(recipe, overrides, language=language, max_n=max_n, workers=workers, vocab=vocab)
-    run, memory = run_count(cfg, shards, output, console=console)
+    cfg = build_config(recipe, overrides, language=language, max_n=max_n, workers=workers, vocab=vocab,
+                       encoding_errors=encoding_errors)
+    with text_decoding(cfg.encoding_errors):
+        run, memory = run_count(cfg, shards, output, console=console)
     console.print(f"counts → {output}", soft_wrap=True)
     t = Table(title="counting", show_header=False)
     t.add_column("key")
@@ -236,6 +254,7 @@ def show(
 
 
 @app.command()
+@reads_text
 def stats(
     ngram: Path = typer.Argument(..., help="An ngram.txt (its .json sidecar, if any, gives the tokenizer settings)."),
     gold: Path = typer.Option(..., "--gold", "-g", help="Gold segmentation: one sentence per line, words "

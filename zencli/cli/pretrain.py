@@ -12,7 +12,17 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import OVERRIDES, RECIPE, WORKDIR_OPTION, console, err_console, keyed, keyed_options
+from zencli.cli.common import (
+    OVERRIDES,
+    RECIPE,
+    WORKDIR_OPTION,
+    console,
+    encoding_errors_option,
+    err_console,
+    keyed,
+    keyed_options,
+    text_decoding,
+)
 from zencli.errors import ZenError
 from zencli.jobs.pretrain import build_config, workspace_config
 from zencli.workspace import Workspace
@@ -48,6 +58,7 @@ def pretrain(
     max_steps: int | None = keyed("train.max_steps", "--max-steps", help="Optimizer steps."),
     max_minutes: float | None = keyed("train.max_minutes", "--max-minutes", help="Train for at most this many "
                                       "minutes: the step count and schedule are fitted to it."),
+    encoding_errors: str | None = encoding_errors_option("data.encoding_errors"),
     workdir: Path | None = WORKDIR_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
@@ -82,14 +93,14 @@ def pretrain(
         if Path(cfg.train.output_dir).resolve() in ckpt.parents:
             raise ZenError(f"--overwrite would delete the checkpoint given to --resume ({cfg.train.resume}); "
                            "use one or the other")
+    from zencli.tasks.pretraining import run_pretrain
     from zencli.train.distributed import launches
 
-    if launches(nproc, cfg.train.device):
-        _launch(cfg, nproc, quiet)
-        return
-    from zencli.tasks.pretraining import run_pretrain
-
-    result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
+    with text_decoding(cfg.data.encoding_errors):
+        if launches(nproc, cfg.train.device):
+            _launch(cfg, nproc, quiet)
+            return
+        result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
     if int(os.environ.get("RANK", "0") or 0) == 0:
         report(result, Workspace.at(workdir) if chained else None)
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import console, err_console
+from zencli.cli.common import console, err_console, reads_text
 from zencli.errors import ZenError
 from zencli.progress import make_progress
 
@@ -22,6 +22,7 @@ class Language(str, Enum):
 
 
 @app.command("build")
+@reads_text
 def build(
     corpus: list[Path] = typer.Argument(..., help="Corpus files: UTF-8 text, one sentence or paragraph per line."),
     output: Path = typer.Option(

@@ -3,6 +3,7 @@
 from zencli.config.loading import (
     RECIPES_DIR,
     apply_overrides,
+    expand_variables,
     from_dict,
     list_recipes,
     load_recipe,
@@ -29,6 +30,7 @@ def load_job_recipe(name_or_file, overrides=None, expected_job: str | None = Non
     if expected_job is not None and job != expected_job:
         raise ZenError(f"{path}: job: this recipe is for `zen {job}`, not `zen {expected_job}`")
     data = apply_overrides(data, list(overrides or []))
+    expand_variables(data, str(path))
     settle_alternatives(JOBS[job], data, typed_keys(overrides or []), str(path))
     source = str(path) + (" (with --set)" if overrides else "")
     return from_dict(JOBS[job], data, source=source)

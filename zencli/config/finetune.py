@@ -28,6 +28,7 @@ from typing import ClassVar, Literal
 
 from zencli.errors import ZenError
 from zencli.model.config import EncoderSizes
+from zencli.text.reading import EncodingErrors
 from zencli.train.settings import TrainSettings
 
 Encoder = Literal["zen2", "zen1", "bert", "chte"]
@@ -80,6 +81,9 @@ class DataSection:
     dev: Path | None = None  # evaluated during training: picks the best checkpoint, drives early stopping
     test: Path | None = None  # evaluated once, with the final (best) model
     format: str = "auto"
+    # invalid UTF-8 in the text read: "strict" an error naming the file, line and byte; "replace" each undecodable
+    # sequence as one U+FFFD, with a count of the lines and sequences replaced (--encoding-errors)
+    encoding_errors: EncodingErrors = "strict"
 
 
 @dataclass

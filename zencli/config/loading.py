@@ -9,6 +9,8 @@ parsed as YAML scalars and applied before validation, so they are checked the sa
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
+import re
 import types
 import typing
 from collections.abc import Iterable
@@ -22,8 +24,11 @@ from zencli.plain_data import to_dict as to_dict  # re-exported: recipes are dum
 
 T = TypeVar("T")
 
-# Built-in recipes live in the checkout's recipes/ folder (next to the package).
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+# Built-in recipes are package data (zencli/recipes/*.yaml; the repository's top-level recipes/ links there), read
+# through importlib.resources so a wheel and an editable install find them alike. zen is never imported from a
+# zip (torch is not zip-safe either), so the resource folder is a real directory and recipe paths stay Paths
+# that error messages can name.
+RECIPES_DIR = Path(str(importlib.resources.files("zencli") / "recipes"))
 
 
 def _type_name(tp: Any) -> str:
@@ -131,6 +136,45 @@ def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", pre
     return obj
 
 
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+DATA_VARIABLE = "${data}"
+
+
+def expand_variables(data: Any, source: str, prefix: str = "") -> list[tuple[str, Any]]:
+    """Replace `${data}` at the start of the recipe's strings (in place) with the data root that holds the
+    dataset after it (`zencli.datasets.data_path`: $ZEN_DATA, the cache, ../shared/data beside a clone). Returns
+    (key, DataPath) of each path so made, for `check_data_paths`. Any other `${...}` is an error naming the key."""
+    found: list[tuple[str, Any]] = []
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for k, value in list(items):
+        key = f"{prefix}.{k}" if isinstance(k, str) and prefix else f"{prefix}[{k}]" if isinstance(k, int) else k
+        if isinstance(value, (dict, list)):
+            found += expand_variables(value, source, key)
+        elif isinstance(value, str) and "${" in value:
+            for m in _VARIABLE.finditer(value):
+                if m.group(0) != DATA_VARIABLE:
+                    raise ZenError(f"{source}: {key}: unknown variable {m.group(0)!r} in {value!r}; the one variable "
+                                   f"is {DATA_VARIABLE} (the data root), as in {DATA_VARIABLE}/pd98/ner/train.tsv")
+            rest = value.removeprefix(DATA_VARIABLE)
+            if DATA_VARIABLE in rest or (rest and not rest.startswith("/")):
+                raise ZenError(f"{source}: {key}: {value!r}: {DATA_VARIABLE} goes at the start of a path, followed "
+                               f"by /, as in {DATA_VARIABLE}/pd98/ner/train.tsv")
+            from zencli.datasets import data_path  # here: recipes without ${data} never import the datasets
+
+            resolved = data_path(rest.lstrip("/"))
+            data[k] = str(resolved.path)
+            found.append((key, resolved))
+    return found
+
+
+def check_data_paths(found: list[tuple[str, Any]], source: str) -> None:
+    """Before a job runs: a `${data}` path whose dataset no data root holds is a one-line error naming the
+    key and the `zen data fetch` to run (`zen recipe show` only resolves, so it shows recipes without data)."""
+    for key, resolved in found:
+        if resolved.missing is not None and not Path(resolved.path).exists():
+            raise ZenError(f"{source}: {key}: {resolved.path}: not found: {resolved.missing}")
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """`a.b.c=value` → (['a','b','c'], parsed value). The value is read as a YAML scalar/list."""
     if "=" not in text:
@@ -226,9 +270,12 @@ def resolve_recipe_path(name_or_file: str | Path) -> Path:
 
 
 def list_recipes() -> list[str]:
-    if not RECIPES_DIR.is_dir():
-        return []
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml"))
+    """The built-in recipe names; none found is an error (a broken install), never an empty list."""
+    names = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")) if RECIPES_DIR.is_dir() else []
+    if not names:
+        raise ZenError(f"{RECIPES_DIR}: no built-in recipe (*.yaml) found; the zencli installation is missing its "
+                       f"package data (reinstall it: pip install zencli, or pip install -e . in a clone)")
+    return names
 
 
 def read_recipe_data(name_or_file: str | Path) -> tuple[dict[str, Any], Path]:
@@ -256,6 +303,7 @@ def load_recipe(cls: type[T], name_or_file: str | Path | None, overrides: list[s
         data, path = read_recipe_data(name_or_file)
         source = str(path)
     data = apply_overrides(data, list(overrides or []))
+    expand_variables(data, source)
     settle_alternatives(cls, data, typed_keys(overrides or []), source)
     if overrides:
         source += " (with --set)"
@@ -286,7 +334,10 @@ def build_job_config(cls: type[T], job: str, recipe: str | Path | None, override
                 raise ZenError(f"{source}: '{part}' is not a section")
             node = nxt
         node[last] = value
+    found = expand_variables(data, source)
     settle_alternatives(cls, data, typed_keys(overrides or [], given), source)
     if recipe is not None and (overrides or given):
         source += " (with command-line settings)"
-    return from_dict(cls, data, source=source)
+    cfg = from_dict(cls, data, source=source)
+    check_data_paths(found, source)
+    return cfg

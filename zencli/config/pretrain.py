@@ -22,6 +22,7 @@ from typing import Literal
 
 from zencli.errors import ZenError
 from zencli.model.config import EncoderSizes
+from zencli.text.reading import EncodingErrors
 from zencli.train.settings import TrainSettings
 
 Language = Literal["zh", "ar"]
@@ -34,6 +35,9 @@ class DataSection:
     corpus: list[Path] = field(default_factory=list)  # raw text (or glob patterns): one sentence per line
     heldout: list[Path] = field(default_factory=list)  # raw text never trained on: held-out MLM/NSP evaluation
     layout: Literal["auto", "blank-line", "line"] = "auto"  # documents: blank-line separated, or one per line
+    # invalid UTF-8 in the text read: "strict" an error naming the file, line and byte; "replace" each undecodable
+    # sequence as one U+FFFD, with a count of the lines and sequences replaced (--encoding-errors)
+    encoding_errors: EncodingErrors = "strict"
     vocab: Path | None = None  # vocab.txt; null or missing: built from the corpus when build_missing
     ngram: Path | None = None  # ngram.txt (the n-gram lexicon); null or missing: built when build_missing
     build_missing: bool = False  # build a missing vocab/lexicon into the output dir (language defaults)

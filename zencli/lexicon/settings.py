@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from zencli.errors import ZenError
+from zencli.text.reading import EncodingErrors
 
 Language = Literal["zh", "ar"]
 
@@ -39,6 +40,9 @@ class LexiconConfig:
     chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
     style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
     tmp_dir: Path | None = None  # spill folder for counts/merge (None: next to the output); needs disk space
+    # invalid UTF-8 in the text read: "strict" an error naming the file, line and byte; "replace" each undecodable
+    # sequence as one U+FFFD, with a count of the lines and sequences replaced (--encoding-errors)
+    encoding_errors: EncodingErrors = "strict"
 
     def validate(self) -> None:
         if not 1 <= self.min_n <= self.max_n <= 8:

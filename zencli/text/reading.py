@@ -5,17 +5,97 @@ of them treat input the same way: a UTF-8 BOM is dropped, CRLF and CR line ends 
 each problem (missing file, directory, empty file, invalid UTF-8) is a one-line ZenError naming the file,
 the line and, for bad bytes, the byte offset.
 Files are read in binary and decoded line by line, so memory stays flat on files of any size.
+
+Invalid UTF-8 is an error unless a command runs inside `decoding("replace")` (`--encoding-errors replace`,
+recipe key `data.encoding_errors` or `encoding_errors`): then each undecodable byte sequence becomes one U+FFFD,
+a surrogate half encoded as UTF-8 (3 bytes, `ED A0..BF xx`: half of an emoji split in two) included, so a
+file with one character per line keeps its alignment; the `Replaced` tally counts the lines and sequences.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from zencli.errors import ZenError, where
 
 _BOM = b"\xef\xbb\xbf"
+
+EncodingErrors = Literal["strict", "replace"]
+ENCODING_ERRORS: tuple[str, ...] = ("strict", "replace")
+
+
+@dataclass
+class Replaced:
+    """What `decoding("replace")` replaced: U+FFFD count per damaged line, keyed by (file, the line's byte
+    offset), so a file read twice (format detection, then reading) counts once."""
+
+    lines: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def sequences(self) -> int:
+        return sum(self.lines.values())
+
+    def add(self, other: Replaced) -> None:
+        self.lines.update(other.lines)
+
+    def summary(self) -> str | None:
+        """The one line a command prints when it replaced anything, else None."""
+        if not self.lines:
+            return None
+        per_file: dict[str, int] = {}
+        for name, _ in self.lines:
+            per_file[name] = per_file.get(name, 0) + 1
+        files = ", ".join(f"{name}: {n:,}" for name, n in list(per_file.items())[:3])
+        more = f" and {len(per_file) - 3} more files" if len(per_file) > 3 else ""
+        return (f"--encoding-errors replace: {self.sequences:,} undecodable byte sequence(s) on {len(self.lines):,} "
+                f"line(s) became U+FFFD (lines per file: {files}{more})")
+
+
+_policy: dict[str, object] = {"errors": "strict", "replaced": None}
+
+
+def _one_per_sequence(e: UnicodeDecodeError) -> tuple[str, int]:
+    """One U+FFFD per undecodable sequence; a 3-byte surrogate half (ED A0..BF 80..BF) is one sequence, where
+    Python's "replace" gives it three (its lead byte ED only allows 80..9F next)."""
+    bad = e.object[e.start:e.start + 3]
+    if len(bad) == 3 and bad[0] == 0xED and 0xA0 <= bad[1] <= 0xBF and 0x80 <= bad[2] <= 0xBF:
+        return "\ufffd", e.start + 3
+    return "\ufffd", e.end
+
+
+codecs.register_error("zen-replace", _one_per_sequence)
+
+
+@contextmanager
+def decoding(errors: str) -> Iterator[Replaced]:
+    """Within the block every zen reader decodes with `errors` ("strict": invalid UTF-8 is a one-line error;
+    "replace": U+FFFD, tallied in the yielded `Replaced`)."""
+    if errors not in ENCODING_ERRORS:
+        raise ZenError(f"encoding errors: expected one of {', '.join(ENCODING_ERRORS)}, got {errors!r}")
+    saved = dict(_policy)
+    replaced = Replaced()
+    _policy.update(errors=errors, replaced=replaced)
+    try:
+        yield replaced
+    finally:
+        _policy.update(saved)
+
+
+def encoding_errors() -> str:
+    """The decoding policy now in force (worker processes start with the default: they get this one)."""
+    return str(_policy["errors"])
+
+
+def record_replaced(lines: dict[tuple[str, int], int]) -> None:
+    """Add what a worker process replaced (its `Replaced.lines`) to the tally now in force."""
+    if lines and isinstance(_policy["replaced"], Replaced):
+        _policy["replaced"].lines.update(lines)
 
 
 def check_readable(path: str | Path) -> Path:
@@ -88,10 +168,15 @@ def decode_lines(
         except AttributeError:  # a text stream's line, decoded already (no type test on the hot path)
             text = raw
         except UnicodeDecodeError as e:
-            raise ZenError(
-                f"{where(name, lineno)}: invalid UTF-8 at byte offset {line_start + e.start} "
-                f"(byte 0x{raw[e.start]:02x}); expected {expected}"
-            ) from None
+            if _policy["errors"] != "replace":
+                raise ZenError(
+                    f"{where(name, lineno)}: invalid UTF-8 at byte offset {line_start + e.start} "
+                    f"(byte 0x{raw[e.start]:02x}); expected {expected} (--encoding-errors replace reads it "
+                    f"with U+FFFD)"
+                ) from None
+            text = raw.decode("utf-8", "zen-replace")
+            # new U+FFFD only: the line may hold real ones already
+            _policy["replaced"].lines[(str(name), line_start)] = text.count("\ufffd") - raw.count(b"\xef\xbf\xbd")
         # A CR-only file arrives as one long "line": split it so CR behaves like LF.
         text = text.rstrip("\n").rstrip("\r")
         if "\r" in text:

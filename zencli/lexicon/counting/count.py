@@ -17,7 +17,14 @@ from typing import Any
 from zencli.errors import ZenError
 from zencli.lexicon.counting.chunk import ChunkBuilder
 from zencli.lexicon.counting.counts_file import MAGIC
-from zencli.text.reading import check_readable, iter_lines, shard_byte_ranges
+from zencli.text.reading import (
+    check_readable,
+    decoding,
+    encoding_errors,
+    iter_lines,
+    record_replaced,
+    shard_byte_ranges,
+)
 
 TokenizeFn = Callable[[str], list[str]]
 
@@ -116,9 +123,20 @@ def _add_progress(nbytes: int, nchars: int) -> None:
 
 
 def count_task(
+    task: CountTask, tokenize: TokenizeFn, signature: dict[str, Any], max_n: int, chunk_chars: int,
+    errors: str = "strict",
+) -> dict[str, Any]:
+    """Count one byte range into its counts file; one section per `chunk_chars` characters. `errors`: the
+    decoding policy of the process that planned it (a spawned worker starts with the default); what it
+    replaced comes back under "replaced"."""
+    with decoding(errors) as replaced:
+        totals = _count_range(task, tokenize, signature, max_n, chunk_chars)
+    return {**totals, "replaced": replaced.lines}
+
+
+def _count_range(
     task: CountTask, tokenize: TokenizeFn, signature: dict[str, Any], max_n: int, chunk_chars: int
 ) -> dict[str, int]:
-    """Count one byte range into its counts file; one section per `chunk_chars` characters."""
     span = task.end - task.start
     sent_bytes = pending_bytes = pending_chars = 0
     totals = {"lines": 0, "chars": 0, "tokens": 0, "sections": 0}
@@ -155,7 +173,7 @@ def count_task(
     return totals
 
 
-def _run_task(args: tuple) -> dict[str, int]:
+def _run_task(args: tuple) -> dict[str, Any]:
     try:
         return count_task(*args)
     except _Aborted:
@@ -185,7 +203,7 @@ def count_corpus(
     total_bytes = sum(t.end - t.start for t in tasks)
     ctx = mp.get_context("spawn")
     shared = (ctx.Value("q", 0), ctx.Value("q", 0), ctx.Value("b", 0))
-    args = [(t, tokenize, signature, max_n, chunk_chars) for t in tasks]
+    args = [(t, tokenize, signature, max_n, chunk_chars, encoding_errors()) for t in tasks]
 
     def report() -> None:
         if on_progress is not None:
@@ -198,6 +216,7 @@ def count_corpus(
     report()
     run = CountRun(parts=[Path(t.out) for t in tasks], files=[str(Path(f)) for f in files], bytes=total_bytes)
     for r in results:
+        record_replaced(r.get("replaced", {}))
         run.lines += r["lines"]
         run.chars += r["chars"]
         run.tokens += r["tokens"]
@@ -206,7 +225,7 @@ def count_corpus(
     return run
 
 
-def _count_here(args: list[tuple], shared: tuple[Any, Any, Any], report: Callable[[], None]) -> list[dict[str, int]]:
+def _count_here(args: list[tuple], shared: tuple[Any, Any, Any], report: Callable[[], None]) -> list[dict[str, Any]]:
     """The tasks one after another in this process (one worker, or one task): no processes to start."""
     results = []
     _init_worker(shared)
@@ -220,7 +239,7 @@ def _count_here(args: list[tuple], shared: tuple[Any, Any, Any], report: Callabl
 
 
 def _count_in_pool(args: list[tuple], workers: int, ctx: Any, shared: tuple[Any, Any, Any],
-                   report: Callable[[], None]) -> list[dict[str, int]]:
+                   report: Callable[[], None]) -> list[dict[str, Any]]:
     """The tasks on `workers` processes, reporting progress while they run; the first error stops the
     others (they see the abort flag) and is raised here."""
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,

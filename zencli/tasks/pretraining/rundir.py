@@ -26,7 +26,7 @@ MARKER_FORMAT = "zen-pretrain-run/1"
 def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
     """The settings that make a run what it is (not cadence, workers or paths of outputs)."""
     data = to_dict(cfg.data)
-    for key in ("workers", "heldout_examples", "eval_batch_size"):
+    for key in ("workers", "heldout_examples", "eval_batch_size", "encoding_errors"):  # (text read as strict reads it)
         data.pop(key)
     for key, off in (("normalize", []), ("ngram_min_entropy", None)):  # keys added later: runs made before
         if data.get(key) == off:                                        # them keep their plan when they are off
