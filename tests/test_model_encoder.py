@@ -78,11 +78,14 @@ def test_trimming_padding_slots_is_exact(encoder: str) -> None:
     pad = lambda t: torch.cat([t, torch.zeros(t.shape[0], 5, dtype=t.dtype)], 1)  # noqa: E731
     padded = {k: (pad(v) if k.startswith("ngram") else v) for k, v in b.items()}
     seen = []
-    model.encoder.word_layers[0].register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[1]))
+    model.encoder.word_layers[0].register_forward_pre_hook(
+        lambda m, args: seen.append((args[0].shape[0], args[2].batch, args[2].length)))
     with torch.no_grad():
         a = model(**b, output_all_layers=True)
         c = model(**padded, output_all_layers=True)
-    assert seen == [6, 6]  # the n-gram tower ran on the 6 used slots, not 11
+    real = int(b["ngram_attention_mask"].sum())
+    # the n-gram tower ran on the real slots only, packed, laid out over the 6 used slots (not 11) for attention
+    assert seen == [(real, 2, 6), (real, 2, 6)] and real < 2 * 6
     for x, y in zip(a.all_layers, c.all_layers):
         torch.testing.assert_close(x, y, atol=1e-6, rtol=0)
 

@@ -24,24 +24,27 @@ def _fusions(cfg: ZenConfig) -> int:
 
 
 def forward_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float, *,
-                  heads: bool) -> float:
+                  heads: bool, slot_rows: float | None = None) -> float:
     """Matmul FLOPs of one forward pass (see the module docstring); `slots` = n-gram slots computed,
-    `masked` = MLM positions in the batch; `heads` adds the MLM and NSP heads."""
+    `masked` = MLM positions in the batch; `heads` adds the MLM and NSP heads; `slot_rows` = the rows the
+    n-gram tower's linears run on (the real slots, packed, on a CPU; default: all B·slots)."""
     B, L, H, I = batch, seq_len, cfg.hidden_size, cfg.intermediate_size
 
-    def layer(T: float) -> float:
-        f = 2 * B * T * H * (4 * H + 2 * I) + 2 * 2 * B * T * T * H
+    def layer(T: float, rows: float) -> float:
+        f = 2 * rows * H * (4 * H + 2 * I) + 2 * 2 * B * T * T * H
         return f + (_relative_term(T, B, H, cfg.relative_projection) if cfg.relative_positions else 0)
 
-    f = cfg.num_hidden_layers * layer(L) + 2 * B * H * H
+    f = cfg.num_hidden_layers * layer(L, B * L) + 2 * B * H * H
     if cfg.has_ngrams and slots > 0:
-        f += cfg.num_hidden_word_layers * layer(slots) + _fusions(cfg) * 2 * B * L * slots * H
+        rows = B * slots if slot_rows is None else slot_rows
+        f += cfg.num_hidden_word_layers * layer(slots, rows) + _fusions(cfg) * 2 * B * L * slots * H
     if heads:
         f += 2 * masked * H * H + 2 * masked * H * cfg.vocab_size + 2 * B * H * 2
     return float(f)
 
 
-def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float) -> float:
+def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, masked: float,
+                   slot_rows: float | None = None) -> float:
     """Forward + backward of a training step: a product costs 3× its forward FLOPs (the backward takes
     gradients w.r.t. both operands), except the products with a constant operand — the fixed sinusoid K'
     (without W_r) and the fusion matrix P — which cost 2×."""
@@ -53,7 +56,7 @@ def training_flops(cfg: ZenConfig, batch: int, seq_len: int, slots: float, maske
             constant += cfg.num_hidden_word_layers * _relative_term(slots, B, H, False)
     if cfg.has_ngrams and slots > 0:
         constant += _fusions(cfg) * 2 * B * L * slots * H
-    return 3 * forward_flops(cfg, batch, seq_len, slots, masked, heads=True) - constant
+    return 3 * forward_flops(cfg, batch, seq_len, slots, masked, heads=True, slot_rows=slot_rows) - constant
 
 
 def gemm_peak(dtype: torch.dtype, n: int, device: torch.device, min_calls: int = 5, min_seconds: float = 1.0) -> float:

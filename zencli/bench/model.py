@@ -80,6 +80,7 @@ from zencli.bench.model_inputs import (
     computed_slots,
     encoder_inputs,
     make_batches,
+    real_slots,
     synthetic_chars,
     text_chars,
 )
@@ -334,12 +335,14 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
         dispatch[(v.name, p)] = {"ops_per_step": counted.ops, "host_syncs_per_step": counted.syncs}
 
     slots = statistics.fmean(computed_slots(b) for b in batches)
+    # On a CPU the tower's linears run on the real slots only (ZenModel packs them; a GPU keeps the padding).
+    slot_rows = statistics.fmean(real_slots(b) for b in batches) if device.type == "cpu" else None
     masked = statistics.fmean(float((b["mlm_labels"] != IGNORE_INDEX).sum()) for b in batches)
     rows = []
     for v, p in combos:
         key = (v.name, p)
-        train_flops = training_flops(v.model.config, B, L, slots, masked)
-        infer_flops = forward_flops(v.model.config, B, L, slots, masked, heads=False)
+        train_flops = training_flops(v.model.config, B, L, slots, masked, slot_rows)
+        infer_flops = forward_flops(v.model.config, B, L, slots, masked, heads=False, slot_rows=slot_rows)
         row: dict[str, Any] = {"encoder": v.name, "precision": p, "train": {}}
         for c, prefix in ((0, ""), (1, "cpu_")):
             t = samples[c]

@@ -180,6 +180,11 @@ def encoder_inputs(batch: dict[str, torch.Tensor], has_ngrams: bool) -> dict[str
     return {k: batch[k] for k in keys}
 
 
+def real_slots(batch: dict[str, torch.Tensor]) -> int:
+    """Slots holding an n-gram, over the batch: the rows the n-gram tower's linears run on on a CPU (packed)."""
+    return int(batch["ngram_attention_mask"].sum())
+
+
 def computed_slots(batch: dict[str, torch.Tensor]) -> int:
     """Slots the model runs its n-gram tower on: up to the last one used by any row (the rest are trimmed)."""
     used = (batch["ngram_lengths"] > 0).any(0).nonzero()

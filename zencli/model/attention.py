@@ -6,11 +6,35 @@ builds it. `attend` computes the product for both attention types (see there for
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from zencli.model.config import ZenConfig
+
+
+@dataclass
+class Packing:
+    """The real positions of a padded [B,T] batch, gathered once: a layer runs its position-wise maths
+    (linears, LayerNorm, activation) on those rows only ([N,H]) and unpacks them into [B,T,·], zeros at
+    the padding, just for attention, which masks the padding anyway."""
+
+    index: torch.Tensor  # [N]: flat indices into B·T of the real positions
+    batch: int
+    length: int
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(-1, x.shape[-1]).index_select(0, self.index)  # [B,T,H] → [N,H]
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.new_zeros(self.batch * self.length, x.shape[-1])
+        return out.index_copy(0, self.index, x).view(self.batch, self.length, -1)  # [N,H] → [B,T,H]
+
+
+def padded(x: torch.Tensor, packing: Packing | None) -> torch.Tensor:
+    return x if packing is None else packing.unpack(x)
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -86,10 +110,8 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(H, H)
         self.dropout_p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        # x: [B,L,H], mask: [B,1,1,L] additive or None (no padding) → [B,L,H]
-        q = split_heads(self.query(x), self.num_heads)
-        k = split_heads(self.key(x), self.num_heads)
-        v = split_heads(self.value(x), self.num_heads)
-        ctx = attend(q, k, v, mask, self.dropout_p if self.training else 0.0)
-        return merge_heads(ctx)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+        # x: [B,L,H] (or packed [N,H]), mask: [B,1,1,L] additive or None (no padding) → x's shape
+        q, k, v = (split_heads(padded(t, packing), self.num_heads) for t in (self.query(x), self.key(x), self.value(x)))
+        ctx = merge_heads(attend(q, k, v, mask, self.dropout_p if self.training else 0.0))
+        return ctx if packing is None else packing.pack(ctx)

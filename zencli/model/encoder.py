@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from zencli.model.attention import SelfAttention
+from zencli.model.attention import Packing, SelfAttention
 from zencli.model.config import ZenConfig
 from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
 from zencli.model.layer import TransformerLayer
@@ -65,14 +65,15 @@ class Encoder(nn.Module):
         ngram_mask: torch.Tensor | None = None,  # [B,1,1,M] additive
         P: torch.Tensor | None = None,  # [B,L,M]
         output_all_layers: bool = False,
+        packing: Packing | None = None,  # g holds only the real slots [N,H]: where they sit in [B,M]
     ) -> list[torch.Tensor]:
         layers = []
         for i, char_layer in enumerate(self.layer):
             h = char_layer(h, mask)
             if g is not None:
                 if i < len(self.word_layers):  # P·g changes only while the n-gram layers run
-                    g = self.word_layers[i](g, ngram_mask)
-                    Pg = ngram_sum(P, g)  # [B,L,H]
+                    g = self.word_layers[i](g, ngram_mask, packing)
+                    Pg = ngram_sum(P, g if packing is None else packing.unpack(g))  # [B,L,H]
                 h = h + Pg
             if output_all_layers:
                 layers.append(h)
@@ -182,8 +183,9 @@ class ZenModel(nn.Module):
         no_padding = self._host_reads_are_free(attention_mask) and bool(attention_mask.all())
         mask = None if no_padding else additive_mask(attention_mask, h.dtype)
 
-        g = ngram_mask = P = None
+        g = ngram_mask = P = packing = None
         if cfg.has_ngrams and ngram_ids is not None:
+            masked_slots = ngram_attention_mask is not None  # without a mask every slot is attended
             P, ngram_ids, ngram_token_type_ids, ngram_attention_mask = self._ngram_slots(
                 input_ids.shape[1], ngram_ids, ngram_token_type_ids, ngram_attention_mask,
                 ngram_starts, ngram_lengths, ngram_freqs, ngram_position_matrix,
@@ -191,8 +193,11 @@ class ZenModel(nn.Module):
             if P is not None:
                 g = self.word_embeddings(ngram_ids, ngram_token_type_ids)  # [B,M,H]
                 ngram_mask = additive_mask(ngram_attention_mask, g.dtype)
+                if masked_slots and self._host_reads_are_free(ngram_attention_mask):
+                    packing = self._real_slots(ngram_attention_mask)
+                    g = g if packing is None else packing.pack(g)  # [N,H]
 
-        layers = self.encoder(h, mask, g, ngram_mask, P, output_all_layers)
+        layers = self.encoder(h, mask, g, ngram_mask, P, output_all_layers, packing)
         sequence_output = layers[-1]
         return EncoderOutput(
             sequence_output=sequence_output,
@@ -246,6 +251,14 @@ class ZenModel(nn.Module):
             if keep < ngram_ids.shape[1]:
                 P, ngram_ids, types, mask = P[:, :, :keep], ngram_ids[:, :keep], types[:, :keep], mask[:, :keep]
         return P, ngram_ids, types, mask
+
+    @staticmethod
+    def _real_slots(ngram_attention_mask: torch.Tensor) -> Packing | None:
+        """The n-gram tower's real slots, gathered once, when rows hold fewer than the batch's widest (the
+        tower's linears then skip the padding; index lookup is a host read, so CPU only). None: no padding."""
+        B, M = ngram_attention_mask.shape
+        index = ngram_attention_mask.reshape(-1).nonzero().squeeze(1)  # [N]
+        return Packing(index, B, M) if len(index) < B * M else None
 
     @staticmethod
     def _host_reads_are_free(t: torch.Tensor) -> bool:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zencli.model.attention import SelfAttention
+from zencli.model.attention import Packing, SelfAttention
 from zencli.model.config import ZenConfig
 from zencli.model.relative_attention import RelativeSelfAttention
 
@@ -51,8 +51,8 @@ class AttentionBlock(nn.Module):
         self.self = RelativeSelfAttention(config) if config.relative_positions else SelfAttention(config)
         self.output = ResidualOutput(config.hidden_size, config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.output(self.self(x, mask), x)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+        return self.output(self.self(x, mask, packing), x)
 
 
 class Intermediate(nn.Module):
@@ -72,7 +72,7 @@ class TransformerLayer(nn.Module):
         self.intermediate = Intermediate(config)
         self.output = ResidualOutput(config.intermediate_size, config)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        # x: [B,L,H], mask: [B,1,1,L] additive → [B,L,H]
-        a = self.attention(x, mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+        # x: [B,L,H], mask: [B,1,1,L] additive or None → [B,L,H]; with `packing`, x is the real rows [N,H]
+        a = self.attention(x, mask, packing)
         return self.output(self.intermediate(a), a)

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from zencli.model.attention import attend, merge_heads, split_heads
+from zencli.model.attention import Packing, attend, merge_heads, padded, split_heads
 from zencli.model.config import ZenConfig
 
 
@@ -110,14 +110,14 @@ class RelativeSelfAttention(nn.Module):
         R = self.r_proj(relative_sinusoid(length, self.num_heads * self.head_size, device))  # [2L−1,H]
         return R.view(2 * length - 1, self.num_heads, self.head_size).transpose(0, 1)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        # x: [B,L,H], mask: [B,1,1,L] additive or None (no padding) → [B,L,H]
-        L = x.shape[1]
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
+        # x: [B,L,H] (or packed [N,H]), mask: [B,1,1,L] additive or None (no padding) → x's shape
         # Q+u = x·W_qᵀ + (b_q + u): the content bias rides in the projection's bias (no pass over [B,A,L,d]).
-        content = split_heads(F.linear(x, self.query.weight, self.query.bias + self.r_r_bias.flatten()),
-                              self.num_heads)  # Q+u: [B,A,L,d]
-        k = split_heads(self.key(x), self.num_heads)
-        v = split_heads(self.value(x), self.num_heads)
+        q_u = F.linear(x, self.query.weight, self.query.bias + self.r_r_bias.flatten())
+        content = split_heads(padded(q_u, packing), self.num_heads)  # Q+u: [B,A,L,d]
+        k = split_heads(padded(self.key(x), packing), self.num_heads)
+        v = split_heads(padded(self.value(x), packing), self.num_heads)
+        L = content.shape[2]
         # Q+v, made contiguous: the heads are a strided view of [B,L,H], and the rotation and the position
         # product run faster on dense [B,A,L,d] memory than on that view.
         positional = (content + (self.r_w_bias - self.r_r_bias).to(content.dtype)[:, None, :]).contiguous()
@@ -131,4 +131,5 @@ class RelativeSelfAttention(nn.Module):
                                      R.transpose(-1, -2))  # [B,A,L,2L−1]
             bias = skew(by_offset)  # [B,A,L,L]
             ctx = attend(content, k, v, bias if mask is None else bias + mask.to(bias.dtype), dropout_p)
-        return merge_heads(ctx)
+        ctx = merge_heads(ctx)
+        return ctx if packing is None else packing.pack(ctx)
