@@ -77,8 +77,8 @@ def load_checkpoint(path: Path) -> dict:
     except FileNotFoundError:
         raise ZenError(f"{path}: no such checkpoint file") from None
     except Exception as e:  # truncated, not a torch file, or holding objects weights_only refuses
-        raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: "
-                       f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        reason = str(e).splitlines()[0].split(". ")[0] if str(e) else ""  # torch adds sentences of advice
+        raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: {reason})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ZenError(f"{path}: not a zen training checkpoint (expected format {FORMAT})")
     return state
