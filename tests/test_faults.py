@@ -127,8 +127,10 @@ def test_disk_full_on_a_real_small_file_system(tmp_path):
 def test_zen_main_reports_machine_faults_and_signals_in_one_line(monkeypatch, capsys):
     from zencli.cli import app as app_module
 
+    real_app = app_module.app
+
     def fails_with(exc):
-        def app(**_):
+        def app(*_, **__):
             raise exc
         return app
 
@@ -161,6 +163,18 @@ def test_zen_main_reports_machine_faults_and_signals_in_one_line(monkeypatch, ca
         assert e.value.code == code
         assert capsys.readouterr().err == (line + "\n" if line else "")
         for s, h in handlers.items():  # main ignores late signals once it is ending: give them back
+            signal.signal(s, h)
+    import zencli.config
+
+    monkeypatch.setattr(app_module, "app", real_app)
+    for exc, code, line in ((Terminated(), 143, "zen: terminated"), (KeyboardInterrupt(), 130, "zen: interrupted")):
+        # through Typer, which turns a KeyboardInterrupt into a silent Exit(130)
+        monkeypatch.setattr(zencli.config, "list_recipes", fails_with(exc))
+        monkeypatch.setattr(sys, "argv", ["zen", "recipe", "list"])
+        with pytest.raises(SystemExit) as e:
+            app_module.main()
+        assert e.value.code == code and capsys.readouterr().err == line + "\n"
+        for s, h in handlers.items():
             signal.signal(s, h)
     monkeypatch.setattr(app_module, "app", fails_with(ValueError("a bug")))
     with pytest.raises(ValueError):  # anything else keeps its traceback
