@@ -21,7 +21,7 @@ from zencli.data.shards import (
     token_dtype,
     write_shard,
 )
-from zencli.errors import ZenError
+from zencli.errors import WriteError, ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.vocab import Vocab
 from zencli.train.data import IndexedBatches
@@ -149,7 +149,7 @@ def test_write_shard_is_all_or_nothing(tmp_path, monkeypatch):
         real_save(f, a)
 
     monkeypatch.setattr(np, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match=r"shard-00000: cannot write: disk full"):
         write_shard(tmp_path, 0, cols, {"fingerprint": "x"})
     assert list(tmp_path.iterdir()) == []  # neither the shard nor its temp folder
     monkeypatch.setattr(np, "save", real_save)

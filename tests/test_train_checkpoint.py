@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from zencli.errors import ZenError
+from zencli.errors import WriteError, ZenError
 from zencli.train.checkpoint import (
     FORMAT,
     CheckpointDir,
@@ -33,7 +33,8 @@ def test_crash_mid_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", torn_save)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteError, match=r"step-00000004\.pt: cannot write: disk full; the checkpoint needs about "
+                       r"0\.0 MB; [\d,.]+ MB free there"):
         ck.save(_state(4), 4, keep_last=1)
     monkeypatch.setattr(torch, "save", real_save)
     assert [s for s, _ in ck.steps()] == [2]  # the new one never appeared, the old one was not pruned

@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sparse", type=int, default=1)
     ap.add_argument("--plain", action="store_true", help="deterministic loss (no random target masking)")
     ap.add_argument("--fail", default=None, help="RANK:N — that process raises a ZenError in its N-th micro-batch")
+    ap.add_argument("--signal", default=None, help="RANK:N[:SIG] — that process sends itself SIG (default TERM) "
+                    "in its N-th micro-batch")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="train.device (cuda: nccl for DDP)")
     ap.add_argument("--progress", action="store_true", help="show the loop's progress display and notes (stderr)")
     ap.add_argument("--audit", type=Path, default=None, help="log OUT's writes to AUDIT/rank-R.txt (audit_writes)")
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         audit_writes(args.out, args.audit / f"rank-{rank}.txt")
     fail_rank, fail_at = map(int, args.fail.split(":")) if args.fail else (-1, 0)
     calls = [0]
+    signal_rank, signal_at, signal_name = (args.signal.split(":") + ["TERM"])[:3] if args.signal else (-1, 0, "")
 
     def loss_fn(model, batch):
         calls[0] += 1
@@ -138,6 +141,10 @@ def main(argv: list[str] | None = None) -> None:
             from zencli.errors import ZenError
 
             raise ZenError(f"made-up failure in micro-batch {fail_at} of rank {rank}")
+        if rank == int(signal_rank) and calls[0] == int(signal_at):
+            import signal
+
+            os.kill(os.getpid(), getattr(signal, f"SIG{signal_name}"))
         if args.sleep:
             time.sleep(args.sleep)
         return plain_loss(model, batch) if args.plain else lm_loss(model, batch)
@@ -147,8 +154,15 @@ def main(argv: list[str] | None = None) -> None:
                              save_every=args.save_every, keep_last=2, log_every=1, output_dir=args.out,
                              tensorboard=False, sparse_embeddings=bool(args.sparse), weight_decay=0.01)
     model = build(dropout=args.dropout)
-    result = train(model, loss_fn, IndexedBatches(make_examples(), collate, seed=3), settings,
-                   show_progress=args.progress)
+    from zencli.signals import Interrupted
+
+    try:
+        result = train(model, loss_fn, IndexedBatches(make_examples(), collate, seed=3), settings,
+                       show_progress=args.progress)
+    except Interrupted as e:  # SIGTERM/SIGINT: checkpoint saved; the CLI's way of ending (zencli.cli.app)
+        if e.announce:
+            print(e, file=sys.stderr)
+        sys.exit(e.exit_code)
     if rank == 0:
         print(json.dumps({"start_step": result.start_step, "step": result.step}))
 

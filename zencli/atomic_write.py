@@ -3,6 +3,11 @@
 Data goes to a temp file in the same directory (so the rename cannot cross file systems), is fsynced,
 then `os.replace`d over the target, and the directory entry is fsynced. A crash at any moment leaves at
 most a stray `.NAME.tmp-PID` file behind, never a truncated target.
+
+Any failure removes the temp file. An OSError while writing (disk full, quota, read-only file system, I/O
+error, permission), also one that a library wrapped (torch.save raises a RuntimeError while handling the
+OSError of its write), becomes a `WriteError`: one line naming the file and the errno's meaning; the
+earlier file of that name is left as it was.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+
+from zencli.errors import WriteError, ZenError, os_error_in
 
 
 def _fsync_dir(path: Path) -> None:
@@ -33,15 +40,21 @@ def temp_path(path: Path) -> Path:
 def atomic_write_path(path: str | Path, write: Callable[[Path], None]) -> None:
     """Call `write(tmp_path)` (for writers that want a file name), then move the result into place."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        error = os_error_in(e) if isinstance(e, Exception) and not isinstance(e, ZenError) else None
+        if error is not None:
+            raise WriteError(path, error) from None
         raise
     _fsync_dir(path.parent)
 

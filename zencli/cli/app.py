@@ -83,12 +83,46 @@ _one_line_paragraphs(app)
 _no_value_placeholder_on_flags()
 
 
+def _signal_behind(exit_: SystemExit) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM's `Terminated`) that Typer turned into `Exit(130)`."""
+    cause = getattr(exit_.__context__, "__cause__", None)
+    return cause if isinstance(cause, KeyboardInterrupt) else None
+
+
 def main() -> None:
+    """Run the app. Expected failures end in one line on stderr: a ZenError or an OSError of the machine
+    (a full disk, a read-only file system) with status 2, a signal with 130 (SIGINT) or 143 (SIGTERM)."""
+    import signal
+
+    from zencli.errors import MACHINE_ERRNOS, os_error_in, os_reason
+    from zencli.signals import Interrupted, exit_code, ignore_signals, terminate_raises
+
     try:
-        app(prog_name="zen")  # not "python -m zencli" (bin/zen runs that)
+        with terminate_raises():
+            try:
+                app(prog_name="zen")  # not "python -m zencli" (bin/zen runs that)
+            except SystemExit as e:
+                stopped = _signal_behind(e)
+                if stopped is None:
+                    raise
+                raise stopped from None
+    except Interrupted as e:  # a training run saved its checkpoint and stopped
+        ignore_signals()  # ending anyway: a late signal must not turn this into a traceback
+        if e.announce:
+            print(e, file=sys.stderr)
+        sys.exit(e.exit_code)
     except ZenError as e:
         print(f"zen: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
-        print("zen: interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        ignore_signals()
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"zen: {'terminated' if signum == signal.SIGTERM else 'interrupted'}", file=sys.stderr)
+        sys.exit(exit_code(signum))
+    except Exception as e:
+        error = os_error_in(e)
+        if error is None or error.errno not in MACHINE_ERRNOS:
+            raise  # a bug: keep the traceback
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"zen: error: {where}{os_reason(error)}", file=sys.stderr)
+        sys.exit(2)

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from zencli.atomic_write import atomic_write_text
 from zencli.progress import make_progress
 from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 
@@ -87,8 +88,7 @@ def write_json_report(path: Path | None, report: dict[str, Any]) -> None:
     """`--json PATH` of the bench commands: the report for machines, beside the tables for people."""
     if path is None:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(report, indent=2) + "\n")
     console.print(f"wrote {path}")
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
+from zencli.atomic_write import atomic_write_text
 from zencli.cli.common import console
 from zencli.errors import ZenError
 
@@ -82,8 +83,7 @@ def evaluate(
         path = Path(json_out)
         if path.is_dir():
             raise ZenError(f"{path}: is a directory; expected the JSON file to write (or '-' for stdout)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         console.print(f"wrote {_esc(str(path))}")
 
 

@@ -154,6 +154,8 @@ def _launch(cfg, nproc: int, quiet: bool, to_dict) -> None:
     path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
     args = ["finetune", "--recipe", str(path), *(["--quiet"] if quiet else [])]
     code = launch_local(nproc, python_module_command(*args))
+    if code in (130, 143):  # stopped by a signal: rank 0 said where its checkpoint is
+        raise typer.Exit(code)
     if code:
         raise ZenError(f"finetune: a training process exited with status {code}")
 

@@ -56,7 +56,7 @@ def predict(
     import torch
 
     from zencli.tasks.model import load_task_model
-    from zencli.tasks.predict import STDIN, predict_stream, read_stream
+    from zencli.tasks.predict import STDIN, predict_stream, predict_to_file, read_stream
     from zencli.text.reading import iter_lines
 
     if device not in ("auto", "cpu", "cuda"):
@@ -87,16 +87,7 @@ def predict(
     kwargs = {"fmt": fmt, "source": source, "chunk_lines": chunk, "batch_size": batch_size}
 
     if output is not None:
-        if output.is_dir():
-            raise ZenError(f"{output}: is a directory; expected the file to write")
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                predict_stream(loaded, lines, f, **kwargs)
-            os.replace(tmp, output)
-        finally:
-            tmp.unlink(missing_ok=True)
+        predict_to_file(loaded, lines, output, **kwargs)
         return
 
     buffer = getattr(sys.stdout, "buffer", None)

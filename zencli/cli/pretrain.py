@@ -113,6 +113,8 @@ def _launch(cfg, nproc: int, quiet: bool) -> None:
     prepare(cfg, console=err_console)  # writes OUTPUT/recipe.yaml (overwrite off: the outputs are fresh now)
     args = ["pretrain", "--recipe", str(Path(cfg.train.output_dir) / RECIPE_NAME), "--resume", cfg.train.resume]
     code = launch_local(nproc, python_module_command(*args, *(["--quiet"] if quiet else [])))
+    if code in (130, 143):  # stopped by a signal: rank 0 said where its checkpoint is
+        raise typer.Exit(code)
     if code:
         raise ZenError(f"pretrain: a training process exited with status {code}")
 

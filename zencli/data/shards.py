@@ -40,12 +40,12 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from zencli.atomic_write import atomic_write_text
-from zencli.errors import ZenError
+from zencli.errors import WriteError, ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.vocab import Vocab
 
@@ -106,6 +106,19 @@ def file_checksum(path: str | Path) -> str:
 # writing
 
 
+class _Stream:
+    """A file that np.save sees as a plain stream, so it writes through `write`: a full disk then raises
+    the OS's OSError (ENOSPC), not ndarray.tofile's errno-less "N requested and M written"."""
+
+    def __init__(self, f: BinaryIO):
+        self.write = f.write
+
+
+def save_npy(f: BinaryIO, array: np.ndarray) -> None:
+    """np.save(f, array), a failed write reported with its errno (see _Stream)."""
+    np.save(_Stream(f), array)
+
+
 def write_shard(out_dir: Path, index: int, columns: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:
     """Write one shard atomically: all files into a temp folder, then one rename to `shard-NNNNN`.
 
@@ -122,12 +135,14 @@ def write_shard(out_dir: Path, index: int, columns: Mapping[str, np.ndarray], me
     try:
         for name in COLUMNS:
             with open(tmp / f"{name}.npy", "wb") as f:
-                np.save(f, np.ascontiguousarray(columns[name]))
+                save_npy(f, np.ascontiguousarray(columns[name]))
                 f.flush()
                 os.fsync(f.fileno())
         atomic_write_text(tmp / META_NAME, json.dumps(dict(meta), indent=1, sort_keys=True) + "\n")
         # The rename reaches the disk with the next manifest write, which fsyncs this same folder.
         os.replace(tmp, final)
+    except OSError as e:  # a full disk: one line naming the shard; its temp folder goes (finally)
+        raise WriteError(final, e) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

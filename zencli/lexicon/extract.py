@@ -22,7 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zencli.errors import ZenError
+from zencli.atomic_write import atomic_write_text
+from zencli.errors import MACHINE_ERRNOS, WriteError, ZenError
 from zencli.lexicon.counting import (
     CountRun,
     FrequentNgrams,
@@ -201,6 +202,12 @@ def _temp_folder(cfg: LexiconConfig, near: Path):
     folder = Path(tempfile.mkdtemp(prefix=".zen-lexicon-", dir=parent))
     try:
         yield folder
+    except OSError as e:
+        if e.errno not in MACHINE_ERRNOS:
+            raise
+        # the counts and merge files (workers' errors arrive without a file name): name their folder
+        raise WriteError(parent, e, "the n-gram counts are written there while counting (tmp_dir moves them "
+                                    "to another disk)") from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -238,9 +245,7 @@ class LexiconResult:
         output = Path(output)
         self.lexicon.save(output)
         side = sidecar_path(output)
-        tmp = side.with_name(side.name + ".tmp")
-        tmp.write_text(json.dumps(self.sidecar(), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(side)
+        atomic_write_text(side, json.dumps(self.sidecar(), ensure_ascii=False, indent=2) + "\n")
         return output, side
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from zencli.atomic_write import atomic_write_text
 from zencli.errors import ZenError
 
 EncoderKind = Literal["zen2", "zen1", "bert"]
@@ -192,7 +193,7 @@ class ZenConfig:
 
     def to_json(self, path: str | Path, *, released: bool = False) -> None:
         d = self.to_released_dict() if released else self.to_dict()
-        Path(path).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(d, indent=2, sort_keys=True) + "\n")
 
 
 def infer_encoder(keys: typing.Iterable[str]) -> EncoderKind:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from zencli.atomic_write import atomic_write, atomic_write_path
+from zencli.atomic_write import atomic_write, atomic_write_path, atomic_write_text
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.checkpoint import check_state_dict, check_text_files
@@ -231,7 +231,7 @@ def export_released(
     if not config.has_ngrams:
         cfg.pop("word_size")
         cfg.pop("num_hidden_word_layers")
-    (out / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(out / "config.json", json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     for src, name in ((vocab_p, "vocab.txt"), (ngram_p, "ngram.txt")):
         if src is not None and src.resolve() != (out / name).resolve():
             atomic_write_path(out / name, lambda p, s=src: shutil.copyfile(s, p))

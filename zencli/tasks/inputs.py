@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from zencli.atomic_write import atomic_write_text
 from zencli.data.features import CharIds, NgramFeaturizer, Record
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
@@ -124,8 +125,7 @@ class BigramTable:
         return ids[1:], ids[:-1]
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps([list(b) for b in self.bigrams], ensure_ascii=False) + "\n",
-                              encoding="utf-8")
+        atomic_write_text(path, json.dumps([list(b) for b in self.bigrams], ensure_ascii=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> BigramTable:

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import torch
 
+from zencli.atomic_write import atomic_write_path
 from zencli.errors import ZenError
 from zencli.tasks.model import LoadedModel, load_task_model
 from zencli.tasks.scoring import Evaluation
@@ -74,6 +75,27 @@ def predict_stream(loaded: LoadedModel, lines: Iterable[tuple[int, str]], out: I
         out.flush()
         n += len(records)
     return n
+
+
+def predict_to_file(loaded: LoadedModel, lines: Iterable[tuple[int, str]], output: str | Path, *,
+                    fmt: str | None = None, source: str = STDIN, chunk_lines: int = 256,
+                    batch_size: int | None = None) -> int:
+    """`predict_stream` into the file `output`, atomically (zencli.atomic_write): it appears complete or
+    not at all — an error, a full disk (a one-line WriteError) or a signal (SIGTERM, Ctrl-C) leaves neither
+    it nor a temp file. Returns the line count."""
+    output = Path(output)
+    if output.is_dir():
+        raise ZenError(f"{output}: is a directory; expected the file to write")
+    count = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            count = predict_stream(loaded, lines, f, fmt=fmt, source=source, chunk_lines=chunk_lines,
+                                   batch_size=batch_size)
+
+    atomic_write_path(output, write)
+    return count
 
 
 def predict_file(model: str | Path | LoadedModel, data: str | Path, fmt: str = "auto",

@@ -11,7 +11,12 @@ entry per process), data (one position per process), eval state. Writes are atom
 hidden temp file in the same directory, which is fsynced and then renamed over the final name with
 `os.replace` (atomic on POSIX and Windows), and the directory entry is fsynced. A crash at any moment
 leaves either the previous set of checkpoints or the new one complete — never a torn file under a
-`step-*.pt` name. Temp files left by a killed writer are removed at the next start.
+`step-*.pt` name. Temp files left by a killed writer are removed at the next start. A write that fails
+(a full disk) is a one-line `WriteError` saying how large the checkpoint is and how much space is free;
+the earlier checkpoints are kept (old ones are pruned only after the new one is in place).
+
+Resuming reads the newest checkpoint; one that cannot be read (truncated, damaged) is named in a note and
+the next older one is used (`CheckpointDir.newest_readable`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import hashlib
 import json
 import random
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,16 +34,40 @@ import numpy as np
 import torch
 
 from zencli.atomic_write import atomic_write
-from zencli.errors import ZenError
+from zencli.errors import WriteError, ZenError
 
 FORMAT = "zen-train-checkpoint/1"
 _STEP_RE = re.compile(r"^step-(\d{8,})\.pt$")
+DAMAGED_SUFFIX = ".damaged"
 _TMP_RE = re.compile(r"^\..+\.tmp-\d+$")
 
 
+def tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors in `obj` (nested dicts, lists, tuples): about the size of its torch.save file."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
 def atomic_save(obj: Any, path: Path) -> None:
-    """`torch.save(obj)` to `path` so that `path` is either the old file or the complete new one."""
-    atomic_write(path, lambda f: torch.save(obj, f))
+    """`torch.save(obj)` to `path` so that `path` is either the old file or the complete new one; a failed
+    write is a WriteError that says how much space the file needs and how much is free."""
+    try:
+        atomic_write(path, lambda f: torch.save(obj, f))
+    except WriteError as e:
+        try:
+            free = f"; {_megabytes(shutil.disk_usage(Path(path).parent).free)} free there"
+        except OSError:
+            free = ""
+        raise WriteError(path, e.error, f"the checkpoint needs about {_megabytes(tensor_bytes(obj))}{free}") from None
 
 
 def load_checkpoint(path: Path) -> dict:
@@ -46,8 +77,8 @@ def load_checkpoint(path: Path) -> dict:
     except FileNotFoundError:
         raise ZenError(f"{path}: no such checkpoint file") from None
     except Exception as e:  # truncated, not a torch file, or holding objects weights_only refuses
-        raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: "
-                       f"{str(e).splitlines()[0] if str(e) else ''})") from None
+        reason = str(e).splitlines()[0].split(". ")[0] if str(e) else ""  # torch adds sentences of advice
+        raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: {reason})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ZenError(f"{path}: not a zen training checkpoint (expected format {FORMAT})")
     return state
@@ -134,6 +165,15 @@ class CheckpointDir:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.damaged: list[Path] = []  # unreadable checkpoints newest_readable passed over
+
+    def set_damaged_aside(self) -> None:
+        """Rename the checkpoints `newest_readable` could not read to NAME.damaged: kept for a look, no
+        longer the newest ones (nor counted by keep_last)."""
+        for path in self.damaged:
+            if path.is_file():
+                path.replace(path.with_name(path.name + DAMAGED_SUFFIX))
+        self.damaged = []
 
     @property
     def best_path(self) -> Path:
@@ -156,6 +196,26 @@ class CheckpointDir:
     def latest(self) -> Path | None:
         steps = self.steps()
         return steps[-1][1] if steps else None
+
+    def newest_readable(self, note: Callable[[str], None]) -> dict | None:
+        """The newest training checkpoint that loads (None: there is none). One that does not (truncated by
+        a full disk or a failing copy, damaged) is named through `note` and the next older one is tried;
+        when none loads, the newest one's error is raised."""
+        steps = self.steps()
+        first_error: ZenError | None = None
+        self.damaged = []
+        for i, (_, path) in enumerate(reversed(steps)):
+            try:
+                return load_checkpoint(path)
+            except ZenError as e:
+                first_error = first_error or e
+                self.damaged.append(path)
+                if i + 1 < len(steps):
+                    note(f"note: {e}; resuming from the next older checkpoint, {steps[-2 - i][1].name} "
+                         f"(the damaged file is kept as {path.name}{DAMAGED_SUFFIX})")
+        if first_error is not None:
+            raise first_error
+        return None
 
     def remove_stale_temp_files(self) -> list[Path]:
         """Delete temp files of writers that died mid-write (only names this module creates)."""

@@ -199,12 +199,18 @@ def free_port() -> int:
 
 
 def launch_local(nproc: int, command: list[str], env: dict[str, str] | None = None,
-                 poll_s: float = 0.1) -> int:
+                 poll_s: float = 0.1, interrupted_grace_s: float = 120.0) -> int:
     """Run `command` as `nproc` cooperating processes on this machine; return the first failure's code.
 
     Each process gets RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT and, unless already set,
     OMP_NUM_THREADS = cores / nproc so the processes do not oversubscribe the CPU. When one process
-    fails the others are terminated (SIGTERM, then SIGKILL after 10 s); Ctrl-C stops all of them.
+    fails the others are terminated (SIGTERM, then SIGKILL after 10 s).
+
+    SIGTERM or Ctrl-C here (`Terminated` / KeyboardInterrupt) is passed on to every process, which stop
+    gracefully together (zencli.signals, `StopVote`), and waited for; their status (143 or 130) is returned.
+    A second one stops them at once. A process that exits 130/143 by itself (a signal sent to it alone) is
+    not a failure to cut short either: the others stop after the same step, and are given
+    `interrupted_grace_s` to write the checkpoint and exit.
     """
     if nproc < 1:
         raise ZenError(f"--nproc: expected an integer >= 1, got {nproc}")
@@ -213,21 +219,35 @@ def launch_local(nproc: int, command: list[str], env: dict[str, str] | None = No
                 LOCAL_WORLD_SIZE=str(nproc))
     base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     procs: list[subprocess.Popen] = []
+    interrupt_codes = (128 + signal.SIGINT, 128 + signal.SIGTERM)
+    forwarded = False
+    interrupted_at: float | None = None
     try:
         for rank in range(nproc):
             procs.append(subprocess.Popen(command, env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}))
         while True:
-            codes = [p.poll() for p in procs]
-            failed = [c for c in codes if c not in (None, 0)]
-            if failed:
-                _stop(procs)
-                return failed[0]
-            if all(c == 0 for c in codes):
-                return 0
-            time.sleep(poll_s)
-    except KeyboardInterrupt:
-        _stop(procs)
-        raise
+            try:
+                codes = [p.poll() for p in procs]
+                failed = [c for c in codes if c not in (None, 0)]
+                if all(c is not None for c in codes):
+                    return failed[0] if failed else 0
+                if failed and failed[0] in interrupt_codes:
+                    interrupted_at = interrupted_at or time.monotonic()
+                    if time.monotonic() - interrupted_at < interrupted_grace_s:
+                        time.sleep(poll_s)
+                        continue
+                if failed:
+                    _stop(procs)
+                    return failed[0]
+                time.sleep(poll_s)
+            except KeyboardInterrupt as e:
+                if forwarded:
+                    raise
+                forwarded = True
+                signum = getattr(e, "signum", signal.SIGINT)
+                for p in procs:
+                    if p.poll() is None:
+                        p.send_signal(signum)
     finally:
         _stop(procs)
 
@@ -334,6 +354,49 @@ def all_reduce_sum(t: torch.Tensor, ctx: DistContext) -> torch.Tensor:
         cpu_on_gpu_run = t.device.type == "cpu" and ctx.device.type != "cpu"
         dist.all_reduce(t, group=ctx.control if cpu_on_gpu_run else None)
     return t
+
+
+class StopVote:
+    """After each optimizer step: do all processes stop here? The signal number (0: go on) of the stop
+    requests (zencli.signals.StopRequest) recorded by any process.
+
+    One process reads its own request. Several vote with an all-reduce (max) of their requests on the CPU
+    control group, started asynchronously at one step boundary and read at the next: every process reads
+    the same result at the same boundary, so all stop after the same step, and a plain step neither waits
+    for the other processes nor syncs the GPU (the 4-byte reduce completes while the step computes). The
+    price: a stop takes effect one step after the signal. `finish` votes once more, synchronously, when
+    the run ends, so a request that arrived during the last steps is not lost."""
+
+    def __init__(self, ctx: DistContext, request: Any):
+        self.ctx, self.request = ctx, request
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    def _local(self) -> torch.Tensor:
+        return torch.tensor([self.request.signum or 0], dtype=torch.int32)
+
+    def poll(self) -> int:
+        if not self.ctx.distributed:
+            return self.request.signum or 0
+        agreed = 0
+        if self._pending is not None:
+            work, box = self._pending
+            work.wait()
+            agreed = int(box.item())
+            self._pending = None
+        if not agreed:  # no reduce stays in flight once every process stops
+            box = self._local()
+            self._pending = (dist.all_reduce(box, op=dist.ReduceOp.MAX, group=self.ctx.control, async_op=True), box)
+        return agreed
+
+    def finish(self) -> int:
+        if not self.ctx.distributed:
+            return self.request.signum or 0
+        if self._pending is not None:
+            self._pending[0].wait()
+            self._pending = None
+        box = self._local()
+        dist.all_reduce(box, op=dist.ReduceOp.MAX, group=self.ctx.control)
+        return int(box.item())
 
 
 def barrier(ctx: DistContext) -> None:

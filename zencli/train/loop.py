@@ -66,6 +66,13 @@ continued run produces the losses an uninterrupted run would (bit for bit in fp3
 thread count); metrics.jsonl records written after that checkpoint are dropped. A directory holding
 another run (different fingerprint) is refused unless `overwrite` is set.
 
+SIGTERM and SIGINT stop the run gracefully (zencli.signals): the optimizer step in progress finishes
+(and whatever logging, evaluation or checkpoint it is due), a checkpoint of it is written in the usual
+atomic format, and `train` raises `Interrupted` ("interrupted at step N: checkpoint saved; run the same
+command to resume"; the CLI exits 143 or 130). Resuming from it continues bit for bit as above. Every
+process stops after the same step (`distributed.StopVote`: one step after the signal when there are
+several). A second signal stops at once. The handlers are the run's own and restored when `train` returns.
+
 Seeding: the loop seeds python/numpy/torch with `seed + rank` at the start of a fresh run. Seed before
 building the model (`seed_everything`) to make its initialisation reproducible too.
 
@@ -89,6 +96,7 @@ from torch import nn
 
 from zencli.errors import ZenError
 from zencli.plain_data import to_dict
+from zencli.signals import Interrupted, StopRequest
 from zencli.train import distributed as D
 from zencli.train.budget import TimeBudget
 from zencli.train.checkpoint import (
@@ -172,6 +180,7 @@ class _Trainer:
         self.last_record: dict[str, Any] = {}
         self.last_checkpoint: Path | None = None
         self.notes: list[str] = []  # shown once the progress display exists
+        self.file_notes: list[str] = []  # the same, also under --quiet (a damaged checkpoint passed over)
         self.watch, self.watch_judged, self.windows_logged = watch, False, 0
         self.warnings: list[dict[str, Any]] = []
         self.checked_step = 0  # the gradient norms of the steps up to this one were finite
@@ -212,7 +221,7 @@ class _Trainer:
     def _resume_state(self) -> dict | None:
         """Find and check the checkpoint to continue from; prepare the output directory (rank 0)."""
         s = self.s
-        state = checkpoint_to_resume(s, self.ckdir, self.out, self.fp, self.fp_values)
+        state = checkpoint_to_resume(s, self.ckdir, self.out, self.fp, self.fp_values, self.file_notes.append)
         if state is None and not s.overwrite:
             refuse_another_run(self.out, self.fp, self.fp_values)
         D.barrier(self.ctx)  # every process has read what it needs before rank 0 changes the directory
@@ -277,7 +286,11 @@ class _Trainer:
         self.metrics_log = MetricsLog(self.out, s.tensorboard) if ctx.is_main else None
         for text in [self._banner(start_step), *self.notes]:
             self._say(text)
+        if ctx.is_main:
+            for text in self.file_notes:
+                self.progress.note(text)
         self.checked_step = start_step
+        self.saved_step = start_step if state is not None else -1  # the step of the newest checkpoint
         return start_step, forward_model
 
     # --- the loop ------------------------------------------------------------------------------------
@@ -285,7 +298,8 @@ class _Trainer:
     def run(self) -> TrainResult:
         self.sparse_tables: list[nn.Embedding] = []
         try:
-            with RunLock(self.out) if self.ctx.is_main else contextlib.nullcontext():
+            with RunLock(self.out) if self.ctx.is_main else contextlib.nullcontext(), StopRequest() as request:
+                self.vote = D.StopVote(self.ctx, request)
                 return self._run(self._prepare())
         finally:
             unmark_sparse_embeddings(self.sparse_tables)  # the caller gets its model back as it was
@@ -312,6 +326,10 @@ class _Trainer:
                 self.progress.advance(step)
                 tokens_total += self._log_evaluate_save(step, last, window, factor * self.s.lr, t0)
                 done = last or self.best.stopped_early
+                if not done and (signum := self.vote.poll()):
+                    self._stop(step, signum, window)
+            if signum := self.vote.finish():  # a signal during the last steps: the run is complete, say so
+                self._stop(step, signum, window)
             D.barrier(self.ctx)
             if self.ema is not None:
                 self.model.load_state_dict(self.ema.module.state_dict())  # the run ends on the averaged weights
@@ -557,8 +575,19 @@ class _Trainer:
         set_rng_state(saved_rng)
         return metrics
 
+    def _stop(self, step: int, signum: int, window: LogWindow) -> None:
+        """SIGTERM/SIGINT (on any process): checkpoint optimizer step `step` unless that is done, then stop
+        every process with `Interrupted`."""
+        if self.saved_step != step:
+            self._check_finite(step, window)  # as before every checkpoint: never save diverged weights
+            self._save(step)
+        D.barrier(self.ctx)  # rank 0 has written the checkpoint before any process reports it
+        raise Interrupted(f"interrupted at step {step}: checkpoint saved; run the same command to resume", signum,
+                          announce=self.ctx.is_main)
+
     def _save(self, step: int) -> None:
         ctx = self.ctx
+        self.saved_step = step
         data_states = D.gather_objects(self.data.state(), ctx)
         rngs = D.gather_objects(rng_state(), ctx)
         if ctx.is_main:

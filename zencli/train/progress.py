@@ -29,6 +29,7 @@ from rich.progress import Progress
 from rich.text import Text
 
 from zencli.atomic_write import atomic_write_text
+from zencli.errors import WriteError
 from zencli.progress import make_progress
 
 
@@ -133,6 +134,10 @@ class ProgressDisplay:
         if self.enabled:
             self.console.print(text, highlight=False, soft_wrap=True)
 
+    def note(self, text: str) -> None:
+        """A note printed even when the display is off (what happened to the user's files)."""
+        self.console.print(text, highlight=False, soft_wrap=True)
+
     def warn(self, text: str) -> None:
         """A warning that must not be missed: bold red in a red box, printed even when the display is off."""
         self.console.print(Panel(Text(text, style="bold red"), title="WARNING", title_align="left",
@@ -188,15 +193,28 @@ class MetricsLog:
         atomic_write_text(path, "".join(line + "\n" for line in kept))
 
     def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
+        """Append `record` (a full disk: a WriteError naming the file; a torn last line is skipped on reading)."""
+        try:
+            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self._file.flush()
+        except OSError as e:
+            raise WriteError(self.path, e) from None
         if self._tb is not None:
             prefix = record.get("kind", "train")
-            for key, value in record.items():
-                if key not in ("kind", "step") and isinstance(value, (int, float)):
-                    self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
+            try:
+                for key, value in record.items():
+                    if key not in ("kind", "step") and isinstance(value, (int, float)):
+                        self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
+            except OSError as e:  # TensorBoard's writer thread re-raises its failed write here
+                raise WriteError(self.path.parent / "tensorboard", e) from None
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError:  # the buffer was flushed after every record: nothing is lost
+            pass
         if self._tb is not None:
-            self._tb.close()
+            try:
+                self._tb.close()
+            except OSError:  # closing after a failed run: the scalars written so far stay
+                pass

@@ -4,6 +4,7 @@ run's fingerprint), a directory holding another run refused, and the directory p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +16,24 @@ from zencli.train.settings import TrainSettings
 
 
 def checkpoint_to_resume(s: TrainSettings, ckdir: CheckpointDir, out: Path, fp: str,
-                         fp_values: dict[str, Any]) -> dict | None:
-    """The checkpoint `s.resume` asks for (the newest one in `out` for `auto`), loaded and checked to
-    belong to this run (fingerprint `fp`); None: a fresh start."""
+                         fp_values: dict[str, Any], note: Callable[[str], None] = lambda _: None) -> dict | None:
+    """The checkpoint `s.resume` asks for (the newest readable one in `out` for `auto`: an unreadable one is
+    named through `note`), loaded and checked to belong to this run (fingerprint `fp`); None: a fresh start."""
     explicit = s.resume not in ("auto", "never")
     path = None
+    state = None
     if explicit:
         path = Path(s.resume)
     elif s.resume == "auto" and not s.overwrite:
-        path = ckdir.latest()
+        state = ckdir.newest_readable(note)
+        path = None if state is None else ckdir.step_path(state["step"])
     elif s.resume == "never" and not s.overwrite and ckdir.latest() is not None:
         raise ZenError(f"{out}: holds checkpoints of an earlier run ({ckdir.latest().name}); "
                        "resume it with resume: auto, choose a new output dir, or pass --overwrite")
     if path is None:
         return None
-    state = load_checkpoint(path)
+    if state is None:
+        state = load_checkpoint(path)
     if state["fingerprint"] != fp:
         diff = fingerprint_diff(state["fingerprint_values"], fp_values)
         if explicit:
@@ -69,5 +73,6 @@ def prepare_output_dir(out: Path, ckdir: CheckpointDir, *, overwrite: bool, resu
             for f in tb.glob("events.out.tfevents.*"):
                 f.unlink()
     ckdir.remove_stale_temp_files()
+    ckdir.set_damaged_aside()
     MetricsLog.truncate_after(out, resumed_step)
     atomic_write_text(out / "run.json", json.dumps(run, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -31,7 +31,7 @@ from zencli.data.pretraining.settings import (
 )
 from zencli.data.pretraining.workers import WORK_DIR, ShardTask, WorkerConfig, run_shards, shared_corpus
 from zencli.data.segmenters import ModelLoader, describe_segmenter, make_segmenter
-from zencli.data.shards import FORMAT, FORMAT_VERSION, FREQS_NAME, shard_name, token_dtype
+from zencli.data.shards import FORMAT, FORMAT_VERSION, FREQS_NAME, save_npy, shard_name, token_dtype
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.progress import optional_progress
@@ -92,7 +92,7 @@ def generate_shards(
     corpus, seconds_read = _read_corpus(inputs.files, inputs.tokenizer, settings, console)
     n_parts, tasks = _plan_shards(corpus, settings, done, out)
     freqs = np.concatenate([[0], np.asarray(inputs.lexicon.freqs, np.int64)]).astype(np.int64)  # [G+1] by n-gram id
-    atomic_write(out / FREQS_NAME, lambda f: np.save(f, freqs))
+    atomic_write(out / FREQS_NAME, lambda f: save_npy(f, freqs))
     header = _manifest_header(inputs, settings, fingerprint, fp_inputs, corpus_info, corpus, n_parts, len(tasks))
     manifest = ShardManifest(out, header, done, len(tasks))
 

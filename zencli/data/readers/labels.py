@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from zencli.atomic_write import atomic_write_text
 from zencli.data.readers.common import load_json_file
 from zencli.errors import ZenError
 
@@ -90,7 +91,7 @@ class LabelSet:
         return self.labels[i]
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.labels, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+        atomic_write_text(path, json.dumps(self.labels, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> LabelSet:
