@@ -241,7 +241,7 @@ def test_finetune_recipes_are_valid_and_epochs_set_the_step_count(tmp_path):
     for name in names:
         cfg = load_job_recipe(name, expected_job="finetune")
         assert cfg.task.name in task_names()
-    from zencli.cli.finetune import build_config
+    from zencli.jobs.finetune import build_config
 
     cfg = build_config("finetune-pd98-cws", [], {"train.max_steps": 50})
     assert cfg.epochs is None and cfg.train.max_steps == 50  # an explicit step count wins over epochs
@@ -281,8 +281,8 @@ def test_recipe_show_prints_the_step_count_that_will_run():
 
 
 def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
-    from zencli.cli.finetune import build_config
     from zencli.errors import ZenError
+    from zencli.jobs.finetune import build_config
 
     for overrides, options in ((["epochs=2"], {"train.max_steps": 5}), (["epochs=2", "train.max_steps=5"], {}),
                                ([], {"epochs": 2.0, "train.max_steps": 5})):
@@ -301,7 +301,7 @@ def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
 
 def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_path):
     """Not ModelSection's 12 × 768 (135 s a step on PD98 NER): the task's from-scratch recipe, with the files given."""
-    from zencli.cli.finetune import build_config
+    from zencli.jobs.finetune import build_config
 
     data = write_task_data(tmp_path, "ner")
     files = {"task.name": "ner", "data.train": data, "model.vocab": VOCAB, "model.ngram": NGRAM}

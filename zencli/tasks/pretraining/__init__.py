@@ -14,7 +14,7 @@ Stages, each skipped when its output is already there:
    (`zencli.train`): checkpoints, resume, DDP, progress, metrics.jsonl. Every `train.eval_every` steps
    (and at the end) the held-out examples are scored: MLM loss, masked-char accuracy, NSP accuracy.
    `objective: rtd` trains the same encoder as the discriminator of replaced-token detection (ELECTRA,
-   `zencli.tasks.rtd`) on the same shards; the held-out scores add its detection accuracy and AUC;
+   rtd.py) on the same shards; the held-out scores add its detection accuracy and AUC;
 4. OUT/model (a zen model directory with vocab.txt and ngram.txt) and OUT/results.json.
 
 Output directory:

@@ -70,8 +70,8 @@ def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int,
 
 def rtd_objective(cfg: PretrainConfig, model: ZenForPreTraining, shards: PretrainShards, vocab: Any, lexicon: Any,
                   notes: list[str]):
-    """(model, loss_fn, eval_fn) of replaced-token detection around `model` (see zencli.tasks.rtd)."""
-    from zencli.tasks import rtd
+    """(model, loss_fn, eval_fn) of replaced-token detection around `model` (see zencli.tasks.pretraining.rtd)."""
+    from zencli.tasks.pretraining import rtd
 
     slots = rtd.corrupted_slots(shards, vocab, lexicon)
     model = rtd.build_rtd_model(cfg, model, vocab)

@@ -30,6 +30,7 @@ from zencli.data.features import NgramFeaturizer
 from zencli.data.shards import IGNORE_INDEX, PretrainShards
 from zencli.model.electra import ZenForReplacedTokenDetection
 from zencli.model.pretraining import ZenForPreTraining
+from zencli.tasks.pretraining.heldout import add_mlm_sums, mlm_scores
 from zencli.text.vocab import Vocab
 
 EVAL_SAMPLING_SEED = 0  # held-out replacements: the same draws at every evaluation
@@ -138,7 +139,6 @@ def evaluate_rtd(model: ZenForReplacedTokenDetection, heldout: Any, slots: Corru
     accuracy of always answering "original"); nsp_loss / nsp_acc with NSP. Replacements are drawn with
     a fixed seed, so two evaluations of one model agree."""
     from zencli.metrics.classification import roc_auc
-    from zencli.tasks.pretraining import add_mlm_sums, mlm_scores
 
     device = next(model.parameters()).device
     draws = torch.Generator(device=device).manual_seed(EVAL_SAMPLING_SEED)
