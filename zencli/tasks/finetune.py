@@ -40,6 +40,7 @@ from zencli.tasks.model import save_task_model
 from zencli.tasks.model_build import build_task_model
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
+from zencli.train.threads import torch_threads
 
 MODEL_DIR = "model"
 
@@ -145,12 +146,13 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     lengths = np.array([len(r["input_ids"]) for r in records])
     data = LengthGroupedBatches(lengths, lambda ids: collate([records[i] for i in ids], pad_id=inputs.pad_id),
                                 seed=s.seed)
-    result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
-                   fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
-    final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
-                           result.elapsed_s, notes=notes)
-    if rank == 0:
-        _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
+    with torch_threads(s.num_threads):  # the dev/test scoring after training runs on the training's threads
+        result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
+                       fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
+        final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
+                               result.elapsed_s, notes=notes)
+        if rank == 0:
+            _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
     return final
 
 

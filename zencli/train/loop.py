@@ -115,6 +115,7 @@ from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
 from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import LinearWarmupDecay, plan_warmup
 from zencli.train.settings import TrainSettings
+from zencli.train.threads import torch_threads
 from zencli.train.window import LogWindow
 
 LossFn = Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any], Any]]
@@ -151,8 +152,9 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
         raise TypeError("data must implement ResumableBatches (configure, state, load_state, __iter__)")
     ctx = D.setup(settings.device)
     try:
-        return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
-                        console, show_progress, watch).run()
+        with torch_threads(settings.num_threads):  # restored afterwards: the caller's threads stay its own
+            return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
+                            console, show_progress, watch).run()
     finally:
         D.teardown(ctx)
 
@@ -181,8 +183,6 @@ class _Trainer:
 
     def _prepare(self) -> dict | None:
         s, ctx = self.s, self.ctx
-        if s.num_threads:
-            torch.set_num_threads(s.num_threads)
         self.model.to(ctx.device)
         self.model.train()
         self.precision = resolve_precision(s.precision, ctx.device)
