@@ -222,15 +222,15 @@ def gpu_facts(device) -> dict[str, Any]:
 
 def model_step(s: GpuCheckSettings, device, precision: str, callbacks: dict[str, Callable]) -> Row:
     """`zen bench model` at one precision: tokens/s of the three encoders and the zen2/bert step ratio."""
-    from zencli.bench.model import judging_clock, parse_size, run
+    from zencli.bench.model import ModelBenchSettings, judging_clock, parse_size, run
 
     size = parse_size(s.model_size)
     t0 = time.perf_counter()
-    report = run(sizes=[size], encoders=["zen2", "zen1", "bert"], precisions=[precision], dense_opt=False,
-                 steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
-                 ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0,
-                 gemm_size=s.gemm_size, gemm_seconds=s.gemm_seconds, threads=s.threads or 0, seed=s.seed,
-                 device=str(device), **callbacks)
+    report = run(ModelBenchSettings(
+        sizes=[size], encoders=["zen2", "zen1", "bert"], precisions=[precision], dense_opt=False,
+        steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
+        ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0, gemm_size=s.gemm_size,
+        gemm_seconds=s.gemm_seconds, threads=s.threads or 0, seed=s.seed, device=str(device)), **callbacks)
     seconds = time.perf_counter() - t0
     pre = "cpu_" if judging_clock(report["settings"]["threads"]) == "cpu" else ""
     res = report["results"][0]
