@@ -5,7 +5,6 @@ evaluation and the exported best model, resume, determinism, recipes and one-lin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -354,7 +353,7 @@ def test_a_bad_data_line_is_a_one_line_error_in_a_real_process(tmp_path):
 # --- end to end on PD98 (slow; ZEN_SLOW=1) -----------------------------------------------------------------
 
 @pytest.mark.e2e
-@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.slow
 @needs_shared(PD98)
 def test_pd98_cws_from_scratch_learns(tmp_path):
     """The tiny PD98 CWS recipe for a few hundred steps on CPU: dev word F1 well above a trivial segmenter."""

@@ -1,6 +1,6 @@
 """Tiny models and data for the training-loop tests, plus a script entry point for subprocess tests.
 
-`python -m tests.test_train_fixtures OUT [--max-steps N …]` trains the tiny LM into OUT; the kill -9 and
+`python -m tests.helpers_train OUT [--max-steps N …]` trains the tiny LM into OUT; the kill -9 and
 DDP tests run it as separate processes (torchrun-style environment for DDP).
 """
 
