@@ -15,16 +15,7 @@ fine-tunings, scoring and prediction that follow it — as one table and one JSO
     5. predict    the NER model through `zencli.tasks.predict.predict_stream` (what `zen predict` runs) on
                   3,000 lines of PD98 raw test: lines/s and chars/s, one output line per input line
 
-The output directory is a workspace (zencli.workspace): OUT/lexicon, OUT/pretrain, OUT/finetune-ner,
-OUT/finetune-cws, so the trained models can be used with the ordinary commands afterwards (`zen predict
---workdir OUT`). Pretraining and fine-tuning start afresh each time (their outputs are replaced); the
-lexicon is built once. Every size and budget is a setting (`GpuCheckSettings`, GPU defaults); `TINY` is a
-CPU-sized preset (2-layer models, step-bounded training) that runs the same chain on a small corpus (the
-tests' made-up one in the PD98 layout) on a 2-core CPU in well under a minute, so CI keeps the check
-working. On the full PD98 its 100 pretraining steps stay on the unigram plateau and the check says FAIL, as
-it should: it is a smoke test of the chain, not of learning at scale. A failed required criterion makes the
-whole check fail (the command exits non-zero); goals (zen2/bert step ratio, total time) are reported, not
-enforced.
+More: docs/design.md, "GPU check".
 """
 
 from __future__ import annotations

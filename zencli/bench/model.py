@@ -19,38 +19,7 @@ With one thread, CPU time is what other processes on a shared machine disturb le
 thread uses none), so the summary judges by it (`judging_clock`); with more threads it would count
 spin-waiting, and the wall clock is used.
 
-Inputs (zencli/bench/model_inputs.py): `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding),
-15% of the body positions
-masked (replaced by [MASK]), NSP labels, and n-gram slots (at most `slots` per sequence, left-packed,
-padded to the batch's longest row):
-- synthetic (default): characters from a random Markov chain (learnable, for the bf16 training
-  comparison); per sequence Binomial(body chars, `ngram_rate`) n-grams (0.4 per char: ~51 of 128
-  slots), lengths 2..8 with the frequencies of PMI-lexicon matches on PD98 (`LENGTH_DIST`), ids
-  1 + ⌊(rows−1)·u³⌋ (few frequent, long tail — as lexicon ids ordered by frequency), lexicon counts
-  falling with the id;
-- `text` (+ `lexicon`): characters of a real text, ids by character frequency; with a lexicon the slots
-  are its real matches (ZEN 2.0 selection and cap), minus slots covering a masked character (as zen's
-  pretraining data does). The n-gram table has max(`ngram_rows`, lexicon size + 1) rows.
-
-FLOPs (`forward_flops`, zencli/bench/flops.py), counted analytically, multiply-add = 2 FLOPs, per batch of B sequences:
-- each Transformer layer over T positions (T = L chars, or M n-gram slots), hidden H, FFN I:
-  2·B·T·H·(4H + 2I) for the Q, K, V, output and FFN linears; 2·2·B·T²·H for Q·Kᵀ and A·V; ZEN 2.0
-  adds 2·B·T²·H for the position term Q'·K'ᵀ (relative_attention.py; with W_r: 2·B·T·(2T−1)·H for
-  (Q+v)·Rᵀ against the 2T−1 relative offsets);
-- fusion h + P·g after every char layer (ZEN only): 2·B·L·M·H;
-- pooler 2·B·H²; training adds the heads: MLM transform 2·N·H² and decoder 2·N·H·V at the N masked
-  positions, NSP 2·B·H·2;
-- M = the slots the model computes (`make_batches` pads slots to the batch's longest row);
-- training (`training_flops`) = 3 × forward (the backward of a product takes gradients w.r.t. both
-  operands), minus one forward's worth for the products with a constant operand (R, P).
-Embedding look-ups, element-wise ops and the optimizer are not counted. Achieved GFLOP/s of training
-uses the forward+backward time; it is compared with a measured GEMM peak (`torch.matmul` of two
-square `gemm_size` matrices, same thread count, fastest call of >= 1 s, at the start and the end;
-% of peak uses the larger of the two).
-
-bf16 accuracy: on one fixed batch in eval mode, the bf16-autocast outputs against fp32 (sequence output
-max abs / relative error, MLM loss); and a short training run (`curve_steps` of `curve_size`, same seed,
-same batches, fp32 vs bf16 loss curves).
+More: docs/design.md, "Model benchmark".
 """
 
 from __future__ import annotations
