@@ -66,15 +66,11 @@ def finetune(
     data (ner/cws/pos: PD98, sa: sentiment), from the workspace's pretrained model, into WORKDIR/finetune-ner,
     for the training time `zen quickstart` gives the step. With data files but no recipe or --model, the
     model is trained from scratch with that recipe's settings (a tiny encoder)."""
-    from zencli.jobs.finetune import run_job
-    from zencli.jobs.training import training_job
+    from zencli.jobs.training import run_training
 
     options = {**keyed_options(finetune, locals()), "train.overwrite": True if overwrite else None}
-    job = training_job("finetune", recipe, overrides, options, workdir, console=err_console)
-    if job.finished:
-        console.print(job.finished, markup=False, highlight=False, soft_wrap=True)
-        return
-    result = run_job(job.cfg, nproc=nproc, quiet=quiet, console=err_console)
+    job, result = run_training("finetune", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
+                               console=err_console, out=console)
     if result is not None:
         report(result, job.workspace)
 

@@ -43,15 +43,11 @@ def pretrain(
     Without --recipe (or a corpus, vocab, lexicon or checkpoint in --set): the tiny ZEN 2.0 recipe
     (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain,
     with the training time `zen quickstart` gives the step (--max-minutes changes it)."""
-    from zencli.jobs.pretrain import run_job
-    from zencli.jobs.training import training_job
+    from zencli.jobs.training import run_training
 
     options = {**keyed_options(pretrain, locals()), "train.overwrite": True if overwrite else None}
-    job = training_job("pretrain", recipe, overrides, options, workdir, console=err_console)
-    if job.finished:
-        console.print(job.finished, markup=False, highlight=False, soft_wrap=True)
-        return
-    result = run_job(job.cfg, nproc=nproc, quiet=quiet, console=err_console)
+    job, result = run_training("pretrain", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
+                               console=err_console, out=console)
     if result is not None:
         report(result, job.workspace)
 

@@ -1,5 +1,5 @@
-"""Which job a training command (`zen pretrain`, `zen finetune`) runs: the workspace's pipeline step when
-nothing names what to train on, else the recipe with its overrides."""
+"""What a training command (`zen pretrain`, `zen finetune`) runs: the workspace's pipeline step when nothing
+names what to train on, else the recipe with its overrides; here, or as `--nproc` processes."""
 
 from __future__ import annotations
 
@@ -43,3 +43,16 @@ def training_job(command: str, recipe: str | None, overrides: list[str], options
     return Job(cfg, ws, finished)
 
 
+
+
+def run_training(command: str, recipe: str | None, overrides: list[str], options: dict[str, Any],
+                 workdir: Path | None, *, nproc: int = 1, quiet: bool = False, console: Any, out: Any
+                 ) -> tuple[Job, Any]:
+    """`zen <command>`: its job (`training_job`, notes on `console`) and the result where this process reports
+    it (None: the step had already run, said on `out`, or another process reports)."""
+    job = training_job(command, recipe, overrides, options, workdir, console=console)
+    if job.finished:
+        out.print(job.finished, markup=False, highlight=False, soft_wrap=True)
+        return job, None
+    run_job = {"pretrain": pretrain.run_job, "finetune": finetune.run_job}[command]
+    return job, run_job(job.cfg, nproc=nproc, quiet=quiet, console=console)
