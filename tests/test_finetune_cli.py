@@ -26,7 +26,7 @@ from tests.test_tasks_tagging import (
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
 from zencli.tasks.base import task_names
-from zencli.tasks.model import load_task_model
+from zencli.tasks.model_dir import load_task_model
 from zencli.train.checkpoint import load_checkpoint
 
 runner = CliRunner()

@@ -325,7 +325,7 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
 def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
     from zencli.tasks.finetune import run_finetune
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import evaluate_model
 
     cfg = finetune_config(s, ws, task, data, device)
@@ -363,7 +363,7 @@ def predict_lines(data: Path, n: int) -> list[str]:
 def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     """The NER model through `predict_stream` (as `zen predict --input IN --output OUT`), timed after loading."""
     from zencli.atomic_write import atomic_write_text
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import predict_stream
     from zencli.text.reading import iter_lines
 

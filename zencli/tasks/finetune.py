@@ -8,7 +8,7 @@ Output directory (`train.output_dir`):
     run.json, metrics.jsonl, tensorboard/   the training loop's records (train and eval lines)
     checkpoints/step-*.pt, best.pt          resumable training state; weights of the best dev evaluation
     recipe.yaml                             the resolved recipe of this run
-    model/                                  the fine-tuned model (zencli.tasks.model), with
+    model/                                  the fine-tuned model (zencli.tasks.model_dir), with
                                             dev_scores.json / test_scores.json beside its files
 
 Running the same command again continues from the newest checkpoint (`train.resume: auto`): a finished
@@ -36,8 +36,8 @@ from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
 from zencli.tasks.base import Task, task_class
-from zencli.tasks.model import save_task_model
 from zencli.tasks.model_build import build_task_model
+from zencli.tasks.model_dir import save_task_model
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
 from zencli.train.threads import torch_threads

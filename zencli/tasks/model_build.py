@@ -26,7 +26,7 @@ from zencli.model.config import ZenConfig
 from zencli.model.encoder import ZenModel
 from zencli.tasks.base import Task
 from zencli.tasks.inputs import BigramTable, InputPipeline, InputSettings
-from zencli.tasks.model import TASK_NAME, ModelSpec, load_task_model
+from zencli.tasks.model_dir import TASK_NAME, ModelSpec, load_task_model
 from zencli.tasks.network import TaskModel
 from zencli.tasks.training_ngrams import grow_lexicon
 from zencli.text.tokenizer import sidecar_normalize
