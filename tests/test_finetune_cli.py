@@ -157,7 +157,7 @@ def test_chte_from_characters_and_on_a_pretrained_encoder(tmp_path):
 
 def test_chte_paper_settings_come_from_the_recipe(tmp_path):
     cfg = load_job_recipe("finetune-resume-ner", expected_job="finetune")
-    from zencli.tasks.model_build import chte_config
+    from zencli.tasks.network_build import chte_config
 
     config = chte_config(cfg.model, feature_size=None, char_vocab_size=100, bigram_vocab_size=50)
     assert (config.head_dim, config.ffn_size, config.n_heads, config.n_linear_heads) == (18, 432, 8, 2)

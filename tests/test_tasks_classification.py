@@ -37,8 +37,8 @@ from zencli.tasks.classification import (
     side_windows,
 )
 from zencli.tasks.finetune import run_finetune
-from zencli.tasks.model_build import build_task_model
 from zencli.tasks.model_dir import load_task_model, save_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import read_gold
 from zencli.train.checkpoint import seed_everything
 

@@ -36,8 +36,8 @@ from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
 from zencli.tasks.base import Task, task_class
-from zencli.tasks.model_build import build_task_model
 from zencli.tasks.model_dir import save_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
 from zencli.train.threads import torch_threads

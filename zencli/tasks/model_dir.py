@@ -8,7 +8,7 @@
                        (case, matching rules, slot cap, max_seq_len), encoder kind, CHTE config
     dev_scores.json / test_scores.json   written by `zen finetune` beside the model
 
-The model itself: zencli.tasks.network (`TaskModel`); building a new one: zencli.tasks.model_build.
+The model itself: zencli.tasks.network (`TaskModel`); building a new one: zencli.tasks.network_build.
 """
 
 from __future__ import annotations
