@@ -11,7 +11,7 @@ OUT/results.json.
 One module per stage: rundir.py (the output directory: names, marker, recipe, --overwrite) ·
 vocab_lexicon.py (stage 1) · shards.py (stage 2) · preparation.py (`prepare`: stages 1–2) ·
 objective.py (MLM + NSP loss, the plateau watch) · heldout.py (held-out scores, the unigram baseline) ·
-model.py (stage 3's model and objective) · rtd.py (replaced-token detection) · results.py (stage 4: model,
+network.py (stage 3's model and objective) · rtd.py (replaced-token detection) · results.py (stage 4: model,
 results.json, tables) · run.py (`run_pretrain`, which runs them in order).
 
 More: docs/design.md, "Pretraining".
@@ -25,7 +25,7 @@ from zencli.tasks.pretraining.heldout import (
     mlm_scores,
     unigram_baseline,
 )
-from zencli.tasks.pretraining.model import build_model
+from zencli.tasks.pretraining.network import build_model
 from zencli.tasks.pretraining.objective import PLATEAU_MARGIN, plateau_watch, pretraining_loss
 from zencli.tasks.pretraining.preparation import Prepared, check_documents, expand_corpus, prepare
 from zencli.tasks.pretraining.results import PretrainResult, curve, result_tables

@@ -16,7 +16,7 @@ from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
 from zencli.tasks.pretraining.heldout import unigram_baseline
-from zencli.tasks.pretraining.model import model_and_objective
+from zencli.tasks.pretraining.network import model_and_objective
 from zencli.tasks.pretraining.objective import plateau_watch
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData, load_prepared, prepare
 from zencli.tasks.pretraining.results import PretrainResult, save_model, tokens_per_s, write_results
