@@ -11,17 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from tests.conftest import PD98, needs_shared
-from zencli.bench.flops import forward_flops, training_flops
-from zencli.bench.model import (
-    DENSE_VARIANT,
-    ENCODERS,
-    ModelBenchSettings,
-    ModelSize,
-    model_config,
-    parse_size,
-    run,
-)
-from zencli.bench.model_inputs import (
+from zencli.bench.encoder_batches import (
     LENGTH_DIST,
     Slots,
     computed_slots,
@@ -31,6 +21,16 @@ from zencli.bench.model_inputs import (
     synthetic_chars,
     synthetic_slots,
     text_chars,
+)
+from zencli.bench.flops import forward_flops, training_flops
+from zencli.bench.model import (
+    DENSE_VARIANT,
+    ENCODERS,
+    ModelBenchSettings,
+    ModelSize,
+    model_config,
+    parse_size,
+    run,
 )
 from zencli.cli.app import app
 from zencli.errors import ZenError

@@ -42,8 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
-from zencli.bench.model_inputs import (
+from zencli.bench.encoder_batches import (
     FIRST_CHAR_ID,
     CharSource,
     computed_slots,
@@ -52,6 +51,7 @@ from zencli.bench.model_inputs import (
     synthetic_chars,
     text_chars,
 )
+from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.ngram_fusion import ngram_position_matrix
