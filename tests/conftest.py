@@ -1,5 +1,7 @@
 """What the test modules share: where the repository and ../shared are, the skip-or-fail rule for tests that
-read ../shared, a UTF-8 file writer and a one-thread fixture.
+read ../shared, the `slow` marker, a UTF-8 file writer and a one-thread fixture.
+
+A test marked `@pytest.mark.slow` (an end-to-end run of minutes) runs only where ZEN_SLOW=1.
 
 ../shared holds the released reference checkpoints (fixtures/) and the PD98 and sentiment corpora (data/). A
 test that reads them is marked `@needs_shared(path)` (or `pytestmark = needs_shared(path)` for a module). In a
@@ -22,6 +24,7 @@ SHARED_DATA = SHARED / "data"
 PD98 = SHARED_DATA / "pd98"
 
 REQUIRE_SHARED = "ZEN_REQUIRE_SHARED"
+SLOW = "ZEN_SLOW"
 
 
 def needs_shared(path: Path) -> pytest.MarkDecorator:
@@ -43,8 +46,17 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "(skipped without it; failed where ZEN_REQUIRE_SHARED=1)")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(SLOW) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"slow end-to-end run; set {SLOW}=1")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # Runs after the skipif marks (tryfirst in pytest's skipping plugin), so a test switched off by ZEN_SLOW
+    # Runs after the skip marks (tryfirst in pytest's skipping plugin), so a slow test skipped without ZEN_SLOW
     # stays skipped; and before fixtures are set up, so none of them trips over the missing path first.
     for mark in item.iter_markers("needs_shared"):
         require_shared(Path(mark.args[0]))
@@ -62,7 +74,7 @@ def write(path: Path, content: str | list[str]) -> Path:
 @pytest.fixture
 def one_thread():
     """Tiny tensors: a second thread only adds synchronisation, and the CPU is shared with other jobs."""
-    import torch  # here: loading this conftest (every pytest run, the one in test_conftest.py too) stays cheap
+    import torch  # here, not at the top: loading this conftest (every pytest run) stays cheap
 
     n = torch.get_num_threads()
     torch.set_num_threads(1)

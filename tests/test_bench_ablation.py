@@ -152,7 +152,7 @@ def test_the_default_plan_has_every_variant_and_seed_in_variant_major_order(tmp_
 
 
 def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
-    from zencli.tasks.model_build import chte_config
+    from zencli.tasks.network_build import chte_config
 
     plan = Plan(AblationSettings(task="ner", data=corpus, out=tmp_path, pretrain_steps=50, finetune_steps=30))
     pre = {v.name: plan.pretrain_config(v) for v in plan.variants if v.pretrain is not None}

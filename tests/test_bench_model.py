@@ -11,9 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
 from tests.conftest import PD98, needs_shared
-from zencli.bench.flops import forward_flops, training_flops
-from zencli.bench.model import DENSE_VARIANT, ENCODERS, ModelSize, model_config, parse_size, run
-from zencli.bench.model_inputs import (
+from zencli.bench.encoder_batches import (
     LENGTH_DIST,
     Slots,
     computed_slots,
@@ -24,6 +22,16 @@ from zencli.bench.model_inputs import (
     synthetic_chars,
     synthetic_slots,
     text_chars,
+)
+from zencli.bench.flops import forward_flops, training_flops
+from zencli.bench.model import (
+    DENSE_VARIANT,
+    ENCODERS,
+    ModelBenchSettings,
+    ModelSize,
+    model_config,
+    parse_size,
+    run,
 )
 from zencli.cli.app import app
 from zencli.errors import ZenError
@@ -153,7 +161,7 @@ def test_lexicon_slots_are_real_matches_that_avoid_masked_chars(tmp_path: Path):
 
 
 def test_run_report_structure_and_positive_ratios():
-    report = run(sizes=[MICRO], precisions=["fp32", "bf16"], **SMALL_RUN)
+    report = run(ModelBenchSettings(sizes=[MICRO], precisions=["fp32", "bf16"], **SMALL_RUN))
     res = report["results"][0]
     names = {(r["encoder"], r["precision"]) for r in res["rows"]}
     assert names == {(e, p) for e in (*ENCODERS, DENSE_VARIANT) for p in ("fp32", "bf16")}
@@ -190,8 +198,10 @@ def test_run_report_structure_and_positive_ratios():
 
 
 def test_run_is_deterministic_in_its_inputs_and_losses():
-    a = run(sizes=[MICRO], encoders=["zen2"], precisions=["fp32", "bf16"], dense_opt=False, **SMALL_RUN)
-    b = run(sizes=[MICRO], encoders=["zen2"], precisions=["fp32", "bf16"], dense_opt=False, **SMALL_RUN)
+    settings = ModelBenchSettings(sizes=[MICRO], encoders=["zen2"], precisions=["fp32", "bf16"], dense_opt=False,
+                                  **SMALL_RUN)
+    a = run(settings)
+    b = run(settings)
     assert a["bf16_training"]["loss_fp32"] == b["bf16_training"]["loss_fp32"]
     assert a["bf16_training"]["loss_bf16"] == b["bf16_training"]["loss_bf16"]
     assert a["results"][0]["bf16_accuracy"] == b["results"][0]["bf16_accuracy"]
@@ -200,7 +210,8 @@ def test_run_is_deterministic_in_its_inputs_and_losses():
 
 def test_one_thread_is_judged_by_cpu_time_and_threads_are_restored():
     before = torch.get_num_threads()
-    report = run(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], threads=1, **SMALL_RUN)
+    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], threads=1,
+                                    **SMALL_RUN))
     assert torch.get_num_threads() == before
     assert report["settings"]["threads"] == 1 and report["summary"]["clock"] == "cpu"
     zen2 = report["results"][0]["rows"][0]
@@ -218,7 +229,7 @@ def test_one_thread_is_judged_by_cpu_time_and_threads_are_restored():
 ])
 def test_bad_arguments_are_zen_errors(kwargs, message):
     with pytest.raises(ZenError, match=message):
-        run(**kwargs)
+        run(ModelBenchSettings(**kwargs))
 
 
 def test_parse_size():
@@ -258,8 +269,9 @@ def test_pd98_text_with_a_real_lexicon(tmp_path: Path):
     ngrams, freqs, _ = count_lexicon(train, 2_000_000, 50, 4)
     lex = tmp_path / "ngram.txt"
     Lexicon(ngrams, freqs).save(lex)
-    report = run(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], text=train, lexicon=lex,
-                 batch=4, seq_len=128, steps=1, curve_steps=0, gemm_size=128, gemm_seconds=0.05)
+    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], text=train,
+                                    lexicon=lex, batch=4, seq_len=128, steps=1, curve_steps=0, gemm_size=128,
+                                    gemm_seconds=0.05))
     filled = report["inputs"]["slots_filled_per_seq"]
     assert 10 < filled < 128
     assert report["settings"]["ngram_rows"] >= len(ngrams) + 1

@@ -5,7 +5,6 @@ evaluation and the exported best model, resume, determinism, recipes and one-lin
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from tests.test_tasks_tagging import (
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
 from zencli.tasks.base import task_names
-from zencli.tasks.model import load_task_model
+from zencli.tasks.model_dir import load_task_model
 from zencli.train.checkpoint import load_checkpoint
 
 runner = CliRunner()
@@ -158,7 +157,7 @@ def test_chte_from_characters_and_on_a_pretrained_encoder(tmp_path):
 
 def test_chte_paper_settings_come_from_the_recipe(tmp_path):
     cfg = load_job_recipe("finetune-resume-ner", expected_job="finetune")
-    from zencli.tasks.model_build import chte_config
+    from zencli.tasks.network_build import chte_config
 
     config = chte_config(cfg.model, feature_size=None, char_vocab_size=100, bigram_vocab_size=50)
     assert (config.head_dim, config.ffn_size, config.n_heads, config.n_linear_heads) == (18, 432, 8, 2)
@@ -241,7 +240,7 @@ def test_finetune_recipes_are_valid_and_epochs_set_the_step_count(tmp_path):
     for name in names:
         cfg = load_job_recipe(name, expected_job="finetune")
         assert cfg.task.name in task_names()
-    from zencli.cli.finetune import build_config
+    from zencli.jobs.finetune import build_config
 
     cfg = build_config("finetune-pd98-cws", [], {"train.max_steps": 50})
     assert cfg.epochs is None and cfg.train.max_steps == 50  # an explicit step count wins over epochs
@@ -281,8 +280,8 @@ def test_recipe_show_prints_the_step_count_that_will_run():
 
 
 def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
-    from zencli.cli.finetune import build_config
     from zencli.errors import ZenError
+    from zencli.jobs.finetune import build_config
 
     for overrides, options in ((["epochs=2"], {"train.max_steps": 5}), (["epochs=2", "train.max_steps=5"], {}),
                                ([], {"epochs": 2.0, "train.max_steps": 5})):
@@ -301,7 +300,7 @@ def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
 
 def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_path):
     """Not ModelSection's 12 × 768 (135 s a step on PD98 NER): the task's from-scratch recipe, with the files given."""
-    from zencli.cli.finetune import build_config
+    from zencli.jobs.finetune import build_config
 
     data = write_task_data(tmp_path, "ner")
     files = {"task.name": "ner", "data.train": data, "model.vocab": VOCAB, "model.ngram": NGRAM}
@@ -354,7 +353,7 @@ def test_a_bad_data_line_is_a_one_line_error_in_a_real_process(tmp_path):
 # --- end to end on PD98 (slow; ZEN_SLOW=1) -----------------------------------------------------------------
 
 @pytest.mark.e2e
-@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.slow
 @needs_shared(PD98)
 def test_pd98_cws_from_scratch_learns(tmp_path):
     """The tiny PD98 CWS recipe for a few hundred steps on CPU: dev word F1 well above a trivial segmenter."""

@@ -42,7 +42,7 @@ def test_recipe_dropout_applies_to_a_pretrained_encoder_too(tmp_path):
     """model.*_dropout_prob set in a recipe reach a pretrained encoder (null keeps the model's own)."""
     from zencli.model.attention import SelfAttention
     from zencli.model.relative_attention import RelativeSelfAttention
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
 
     def rates(model_dir):
         enc = load_task_model(model_dir).model.encoder

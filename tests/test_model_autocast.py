@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from zencli.bench.encoder_batches import encoder_inputs, make_batches, synthetic_chars
 from zencli.bench.model import model_config, parse_size
-from zencli.bench.model_inputs import encoder_inputs, make_batches, synthetic_chars
 from zencli.model.pretraining import ZenForPreTraining
 
 B, L, SLOTS, VOCAB, ROWS = 4, 128, 32, 500, 1000

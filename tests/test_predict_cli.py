@@ -25,7 +25,7 @@ from tests.test_tasks_tagging import (
 )
 from zencli.cli.app import app
 from zencli.errors import ZenError
-from zencli.tasks.model import load_task_model
+from zencli.tasks.model_dir import load_task_model
 from zencli.tasks.predict import evaluate_model, predict_chunks, read_stream
 from zencli.text.labels import labels_from_spans
 

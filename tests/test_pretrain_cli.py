@@ -202,7 +202,7 @@ def test_a_second_invocation_resumes_exactly_and_other_settings_are_refused(tmp_
 SITECUSTOMIZE = """import os
 if os.environ.get("RANK") is not None:  # a training process started by --nproc, not the launcher
     from pathlib import Path
-    from tests.test_train_fixtures import audit_writes
+    from tests.helpers_train import audit_writes
     log = Path(os.environ["ZEN_TEST_AUDIT"]) / f"rank-{os.environ['RANK']}.txt"
     audit_writes(Path(os.environ["ZEN_TEST_AUDIT_ROOT"]), log)
 """
@@ -210,7 +210,7 @@ if os.environ.get("RANK") is not None:  # a training process started by --nproc,
 
 def audit_nproc_writes(tmp: Path, root: Path, monkeypatch) -> Path:
     """Make every process `--nproc` starts log its writes under `root` to tmp/audit/rank-R.txt (a
-    sitecustomize on their PYTHONPATH installs tests.test_train_fixtures.audit_writes); returns tmp/audit."""
+    sitecustomize on their PYTHONPATH installs tests.helpers_train.audit_writes); returns tmp/audit."""
     site = tmp / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
@@ -367,7 +367,7 @@ def test_bad_inputs_are_one_line_errors_in_real_processes(tmp_path):
 # --- the tiny recipe on PD98 (slow: ~10 minutes; ZEN_SLOW=1) ----------------------------------------------
 
 @pytest.mark.e2e
-@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.slow
 @needs_shared(PD98 / "raw")
 def test_tiny_recipe_on_pd98_learns(tmp_path, monkeypatch):
     """The acceptance run: the MLM loss ends far below its start, held-out masked-char accuracy far above

@@ -160,7 +160,7 @@ def test_bad_minutes_is_a_one_line_error(tmp_path, env):
 # --- the acceptance run: the default quickstart on PD98 (slow: ~12-15 minutes; ZEN_SLOW=1) ------------------
 
 @pytest.mark.e2e
-@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.slow
 @needs_shared(SHARED_DATA / "pd98")
 def test_default_quickstart_on_pd98_fits_15_minutes_and_learns(tmp_path):
     """`zen quickstart` with no options (PD98 found through $ZEN_DATA): done within its 15 minutes, the

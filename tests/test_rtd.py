@@ -22,7 +22,7 @@ from zencli.metrics.classification import roc_auc
 from zencli.model.config import ZenConfig
 from zencli.model.electra import ZenForReplacedTokenDetection, generator_config
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
-from zencli.tasks.rtd import CorruptedNgramSlots
+from zencli.tasks.pretraining.rtd import CorruptedNgramSlots
 from zencli.text.vocab import Vocab
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

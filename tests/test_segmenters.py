@@ -122,7 +122,7 @@ def test_spec_parsing_and_model_segmenter_errors(tmp_path: Path):
 
 def _saved_tagger(tmp_path: Path, task: str) -> Path:
     from tests.test_tasks_tagging import tiny_model
-    from zencli.tasks.model import save_task_model
+    from zencli.tasks.model_dir import save_task_model
 
     (tmp_path / task).mkdir()
     _, model, inputs, spec, _ = tiny_model(tmp_path / task, task)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import os
 import random
 import re
 import time
@@ -38,8 +37,8 @@ from zencli.tasks.classification import (
     side_windows,
 )
 from zencli.tasks.finetune import run_finetune
-from zencli.tasks.model import load_task_model, save_task_model
-from zencli.tasks.model_build import build_task_model
+from zencli.tasks.model_dir import load_task_model, save_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import read_gold
 from zencli.train.checkpoint import seed_everything
 
@@ -321,7 +320,7 @@ def test_sentence_level_recipes_load_and_name_registered_tasks():
 # --- real data (slow; ZEN_SLOW=1) -----------------------------------------------------------------------------
 
 @pytest.mark.e2e
-@pytest.mark.skipif(os.environ.get("ZEN_SLOW") != "1", reason="slow end-to-end run; set ZEN_SLOW=1")
+@pytest.mark.slow
 @needs_shared(SHARED_DATA / "sentiment")
 def test_sentiment_recipe_from_scratch_learns(tmp_path):
     """The tiny sentiment recipe (zen2 from scratch) for one epoch on CPU: well above chance on dev and test."""

@@ -22,7 +22,7 @@ from zencli.data.windows import plan_windows, tokens_to_char_span, window_to_con
 from zencli.errors import ZenError
 from zencli.model.heads import SpanExtractionHead
 from zencli.tasks.base import Encoded
-from zencli.tasks.model import load_task_model, save_task_model
+from zencli.tasks.model_dir import load_task_model, save_task_model
 from zencli.tasks.mrc import Answer
 from zencli.tasks.predict import evaluate_model
 from zencli.tasks.scoring import read_gold

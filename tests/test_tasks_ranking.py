@@ -20,7 +20,7 @@ from tests.test_tasks_classification import (
 from zencli.data.readers import QaExample
 from zencli.data.windows import plan_windows
 from zencli.errors import ZenError
-from zencli.tasks.model import load_task_model, save_task_model
+from zencli.tasks.model_dir import load_task_model, save_task_model
 from zencli.tasks.scoring import read_gold, score_predictions
 
 pytestmark = needs_shared(REF)

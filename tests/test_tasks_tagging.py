@@ -20,8 +20,8 @@ from zencli.data.windows import best_windows, plan_windows
 from zencli.errors import ZenError
 from zencli.tasks.base import task_class, task_names
 from zencli.tasks.inputs import BigramTable
-from zencli.tasks.model import load_task_model, save_task_model
-from zencli.tasks.model_build import build_task_model
+from zencli.tasks.model_dir import load_task_model, save_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import read_gold
 from zencli.text.labels import is_well_formed, segment_labels
 from zencli.train.checkpoint import seed_everything

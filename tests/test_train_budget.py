@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.test_train_fixtures import lm_loss
+from tests.helpers_train import lm_loss
 from tests.test_train_loop import run
 from zencli.train import budget as B
 from zencli.train.checkpoint import load_checkpoint
@@ -106,7 +106,7 @@ def test_evaluations_shrink_the_plan(tmp_path, clock):
         clock.now += 1.0
         return {"score": 0.5}
 
-    from tests.test_train_fixtures import build, collate, make_examples
+    from tests.helpers_train import build, collate, make_examples
     from tests.test_train_loop import settings
     from zencli.train import IndexedBatches, train
 
@@ -123,7 +123,7 @@ def test_hard_stop_leaves_time_for_the_final_evaluation(tmp_path, clock):
         clock.now += 1.0
         return {"score": 0.5}
 
-    from tests.test_train_fixtures import build, collate, make_examples
+    from tests.helpers_train import build, collate, make_examples
     from tests.test_train_loop import settings
     from zencli.train import IndexedBatches, train
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from tests.test_train_fixtures import build, collate, lm_loss, make_examples
+from tests.helpers_train import build, collate, lm_loss, make_examples
 from tests.test_train_loop import losses, run, settings
 from zencli.config.loading import from_dict
 from zencli.errors import ZenError

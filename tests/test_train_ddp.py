@@ -30,9 +30,9 @@ pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="to
 needs_two = pytest.mark.skipif(DEVICE == "cuda" and (not torch.cuda.is_available() or torch.cuda.device_count() < 2),
                                reason="ZEN_TEST_DDP_DEVICE=cuda needs 2 GPUs")  # on CPU: always run
 
-# The tiny LM of tests.test_train_fixtures: a row-sparse embedding table (synced by average_sparse_grads)
+# The tiny LM of tests.helpers_train: a row-sparse embedding table (synced by average_sparse_grads)
 # and dense layers (synced by DDP); a deterministic loss, no dropout, 6 steps of a global batch of 8.
-SCRIPT = [sys.executable, "-m", "tests.test_train_fixtures", "--plain", "--dropout", "0", "--max-steps", "6",
+SCRIPT = [sys.executable, "-m", "tests.helpers_train", "--plain", "--dropout", "0", "--max-steps", "6",
           "--save-every", "3", "--batch-size", "8", "--device", DEVICE]
 # Why a tolerance and not equality: DDP sums each gradient bucket over the ranks (the order is gloo's or
 # NCCL's: ring, tree), the sparse rows are summed in gather order, and the logged loss is a mean of

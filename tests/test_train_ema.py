@@ -4,7 +4,7 @@ best.pt, carries it through a resume and hands it back at the end; the raw traje
 import pytest
 import torch
 
-from tests.test_train_fixtures import build, collate, lm_loss, make_examples
+from tests.helpers_train import build, collate, lm_loss, make_examples
 from tests.test_train_loop import crash_at, losses, run, settings
 from zencli.errors import ZenError
 from zencli.train import IndexedBatches, TrainSettings, train

@@ -15,7 +15,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from tests.test_train_fixtures import build, collate, lm_loss, make_examples, plain_loss
+from tests.helpers_train import build, collate, lm_loss, make_examples, plain_loss
 from zencli.config.loading import from_dict
 from zencli.errors import ZenError
 from zencli.train import IndexedBatches, TrainSettings, train
@@ -127,7 +127,7 @@ def test_in_process_crash_then_resume_matches_uninterrupted(tmp_path):
 
 def test_kill_9_at_an_arbitrary_step_then_resume_gives_identical_losses(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    script = [sys.executable, "-m", "tests.test_train_fixtures", "--max-steps", "20"]
+    script = [sys.executable, "-m", "tests.helpers_train", "--max-steps", "20"]
     # the uninterrupted reference run and the victim start together (saves one interpreter start-up)
     full = subprocess.Popen(script + [str(tmp_path / "full")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import ROOT
-from tests.test_train_fixtures import build, collate, lm_loss, make_examples
+from tests.helpers_train import build, collate, lm_loss, make_examples
 from tests.test_train_loop import losses, run
 from zencli.errors import ZenError
 from zencli.train import IndexedBatches, LengthGroupedBatches, TrainSettings, train
@@ -308,7 +308,7 @@ def test_a_data_error_in_training_is_the_same_one_line_error_with_or_without_wor
 
 def test_ctrl_c_in_a_run_with_workers_leaves_no_process_behind(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    code = ("import sys, time, tests.test_train_fixtures as f\n"
+    code = ("import sys, time, tests.helpers_train as f\n"
             "from zencli.train import IndexedBatches, TrainSettings, train\n"
             "def slow(model, batch):\n"
             "    time.sleep(0.05)\n"

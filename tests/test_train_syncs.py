@@ -155,7 +155,7 @@ def test_cpu_runs_torchs_for_loop_adamw_and_the_banner_says_so(tmp_path):
 
 
 def test_a_divergence_between_checks_stops_before_it_is_saved_naming_the_steps(tmp_path):
-    from tests.test_train_fixtures import lm_loss
+    from tests.helpers_train import lm_loss
     from tests.test_train_loop import run
     from zencli.errors import ZenError
 

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import REF, needs_shared
+from tests.helpers_train import build, collate, make_examples
 from tests.test_train_budget import records, timed_loss
-from tests.test_train_fixtures import build, collate, make_examples
 from tests.test_train_loop import run, settings
 from zencli.config.loading import from_dict
 from zencli.errors import ZenError

@@ -14,7 +14,7 @@ from tests.test_finetune_cli import error, finetune
 from tests.test_tasks_tagging import NGRAM, VOCAB, tiny_model
 from zencli.data.features import CharIds
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.tasks.model import load_task_model
+from zencli.tasks.model_dir import load_task_model
 from zencli.tasks.training_ngrams import add_training_ngrams
 from zencli.text.vocab import Vocab
 

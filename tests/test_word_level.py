@@ -22,7 +22,7 @@ from zencli.metrics.pos import score_word_tags
 from zencli.model.heads import TokenClassificationHead
 from zencli.tasks.base import task_class
 from zencli.tasks.inputs import InputPipeline, InputSettings
-from zencli.tasks.model_build import build_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import score_files
 from zencli.text.vocab import SPECIAL_TOKENS, Vocab
 

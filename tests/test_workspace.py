@@ -208,8 +208,7 @@ def test_bare_lexicon_builds_vocab_and_lexicon_once_and_subcommands_still_work(t
 
 
 def test_pretrain_defaults_are_the_tiny_recipe_on_the_workspace_lexicon(tmp_path, data):
-    from zencli.cli.pretrain import uses_workspace
-    from zencli.jobs.pretrain import build_config, workspace_config
+    from zencli.jobs.pretrain import build_config, uses_workspace, workspace_config
 
     ws = Workspace.at(tmp_path / "ws")
     zen("lexicon", "--workdir", str(ws.root), "--workers", "1")
@@ -235,8 +234,7 @@ def test_pretrain_defaults_are_the_tiny_recipe_on_the_workspace_lexicon(tmp_path
 
 
 def test_finetune_defaults_come_from_the_task_table_and_the_pretrained_model(tmp_path, data):
-    from zencli.cli.finetune import uses_workspace
-    from zencli.jobs.finetune import build_config, workspace_config
+    from zencli.jobs.finetune import build_config, uses_workspace, workspace_config
 
     ws = Workspace.at(tmp_path / "ws")
     model = fake_pretrained(ws)

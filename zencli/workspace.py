@@ -30,7 +30,7 @@ ENV_WORKDIR = "ZEN_WORKDIR"
 LEXICON_SUMMARY = "lexicon.json"
 PRETRAIN_RESULTS = "results.json"  # zencli.tasks.pretraining.RESULTS_NAME (not imported: it pulls in torch)
 MODEL_DIR = "model"
-TASK_FILE = "task.json"  # zencli.tasks.model.TASK_NAME: the last file a fine-tuned model directory gets
+TASK_FILE = "task.json"  # zencli.tasks.model_dir.TASK_NAME: the last file a fine-tuned model directory gets
 PRETRAIN_RECIPE = "pretrain-zh-tiny"  # `zen pretrain` without a recipe: the tiny ZEN 2.0 (4 × 128)
 # `zen lexicon` without a subcommand: PMI and frequency (the ZEN 2.0 thresholds) plus the branching-entropy
 # filter, which keeps n-grams that follow word boundaries (docs/results.md: better fine-tuned scores)

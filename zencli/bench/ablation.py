@@ -19,22 +19,7 @@ Variants (each changes one thing against its reference, so a paired difference i
       chte-plain-residual  chte with x + y residuals                      (gated vs plain residual)
       chte-no-cnn      chte with every head linear                        (CNN heads on/off)
 
-Runs, each in its own directory under OUT (`Plan.runs()` gives the order):
-
-    OUT/lexicon/                        vocab.txt + ngram.txt of the raw train text, shared by every pretraining
-                                        (zen2-pmi builds its own lexicon into its pretraining directory)
-    OUT/pretrain/<variant>/             `zen pretrain` output (one per pretrained variant, shared by its seeds)
-    OUT/finetune/<variant>/seed-<s>/    `zen finetune` output + the bench's results.json
-
-With --pretrained-from OTHER, OTHER/lexicon and OTHER/pretrain/ take the place of this OUT's (the two plans
-must agree on everything that decides a pretraining, `PRETRAIN_KEYS`): one pretraining per variant serves
-fine-tunings on every task (NER, CWS, POS from PD98; sentiment from its own dataset).
-
-Every run's recipe is a built-in recipe (pretrain-zh-tiny; FINETUNE_RECIPES[task]) with the data paths,
-the step counts, the seed and the variant's keys set on top (`--set-pretrain` / `--set-finetune` go
-between the recipe and those). Step counts are fixed, not fitted to a time budget: every variant gets
-the same number of updates on every machine (the papers compare at equal steps; under a time budget a
-faster encoder would get more), and an interrupted run resumes under the same fingerprint.
+More: docs/design.md, "Ablation plan".
 """
 
 from __future__ import annotations

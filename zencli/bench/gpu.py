@@ -15,16 +15,7 @@ fine-tunings, scoring and prediction that follow it — as one table and one JSO
     5. predict    the NER model through `zencli.tasks.predict.predict_stream` (what `zen predict` runs) on
                   3,000 lines of PD98 raw test: lines/s and chars/s, one output line per input line
 
-The output directory is a workspace (zencli.workspace): OUT/lexicon, OUT/pretrain, OUT/finetune-ner,
-OUT/finetune-cws, so the trained models can be used with the ordinary commands afterwards (`zen predict
---workdir OUT`). Pretraining and fine-tuning start afresh each time (their outputs are replaced); the
-lexicon is built once. Every size and budget is a setting (`GpuCheckSettings`, GPU defaults); `TINY` is a
-CPU-sized preset (2-layer models, step-bounded training) that runs the same chain on a small corpus (the
-tests' made-up one in the PD98 layout) on a 2-core CPU in well under a minute, so CI keeps the check
-working. On the full PD98 its 100 pretraining steps stay on the unigram plateau and the check says FAIL, as
-it should: it is a smoke test of the chain, not of learning at scale. A failed required criterion makes the
-whole check fail (the command exits non-zero); goals (zen2/bert step ratio, total time) are reported, not
-enforced.
+More: docs/design.md, "GPU check".
 """
 
 from __future__ import annotations
@@ -222,15 +213,15 @@ def gpu_facts(device) -> dict[str, Any]:
 
 def model_step(s: GpuCheckSettings, device, precision: str, callbacks: dict[str, Callable]) -> Row:
     """`zen bench model` at one precision: tokens/s of the three encoders and the zen2/bert step ratio."""
-    from zencli.bench.model import judging_clock, parse_size, run
+    from zencli.bench.model import ModelBenchSettings, judging_clock, parse_size, run
 
     size = parse_size(s.model_size)
     t0 = time.perf_counter()
-    report = run(sizes=[size], encoders=["zen2", "zen1", "bert"], precisions=[precision], dense_opt=False,
-                 steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
-                 ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0,
-                 gemm_size=s.gemm_size, gemm_seconds=s.gemm_seconds, threads=s.threads or 0, seed=s.seed,
-                 device=str(device), **callbacks)
+    report = run(ModelBenchSettings(
+        sizes=[size], encoders=["zen2", "zen1", "bert"], precisions=[precision], dense_opt=False,
+        steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
+        ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0, gemm_size=s.gemm_size,
+        gemm_seconds=s.gemm_seconds, threads=s.threads or 0, seed=s.seed, device=str(device)), **callbacks)
     seconds = time.perf_counter() - t0
     pre = "cpu_" if judging_clock(report["settings"]["threads"]) == "cpu" else ""
     res = report["results"][0]
@@ -334,7 +325,7 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
 def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
     from zencli.tasks.finetune import run_finetune
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import evaluate_model
 
     cfg = finetune_config(s, ws, task, data, device)
@@ -372,7 +363,7 @@ def predict_lines(data: Path, n: int) -> list[str]:
 def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     """The NER model through `predict_stream` (as `zen predict --input IN --output OUT`), timed after loading."""
     from zencli.atomic_write import atomic_write_text
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import predict_stream
     from zencli.text.reading import iter_lines
 

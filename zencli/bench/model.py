@@ -19,38 +19,7 @@ With one thread, CPU time is what other processes on a shared machine disturb le
 thread uses none), so the summary judges by it (`judging_clock`); with more threads it would count
 spin-waiting, and the wall clock is used.
 
-Inputs (zencli/bench/model_inputs.py): `seq_len` tokens per sequence ([CLS] A [SEP] B [SEP], no padding),
-15% of the body positions
-masked (replaced by [MASK]), NSP labels, and n-gram slots (at most `slots` per sequence, left-packed,
-padded to the batch's longest row):
-- synthetic (default): characters from a random Markov chain (learnable, for the bf16 training
-  comparison); per sequence Binomial(body chars, `ngram_rate`) n-grams (0.4 per char: ~51 of 128
-  slots), lengths 2..8 with the frequencies of PMI-lexicon matches on PD98 (`LENGTH_DIST`), ids
-  1 + ⌊(rows−1)·u³⌋ (few frequent, long tail — as lexicon ids ordered by frequency), lexicon counts
-  falling with the id;
-- `text` (+ `lexicon`): characters of a real text, ids by character frequency; with a lexicon the slots
-  are its real matches (ZEN 2.0 selection and cap), minus slots covering a masked character (as zen's
-  pretraining data does). The n-gram table has max(`ngram_rows`, lexicon size + 1) rows.
-
-FLOPs (`forward_flops`, zencli/bench/flops.py), counted analytically, multiply-add = 2 FLOPs, per batch of B sequences:
-- each Transformer layer over T positions (T = L chars, or M n-gram slots), hidden H, FFN I:
-  2·B·T·H·(4H + 2I) for the Q, K, V, output and FFN linears; 2·2·B·T²·H for Q·Kᵀ and A·V; ZEN 2.0
-  adds 2·B·T²·H for the position term Q'·K'ᵀ (relative_attention.py; with W_r: 2·B·T·(2T−1)·H for
-  (Q+v)·Rᵀ against the 2T−1 relative offsets);
-- fusion P·g after each n-gram layer (ZEN only; later char layers add the last one again): 2·B·L·M·H;
-- pooler 2·B·H²; training adds the heads: MLM transform 2·N·H² and decoder 2·N·H·V at the N masked
-  positions, NSP 2·B·H·2;
-- M = the slots the model computes (`make_batches` pads slots to the batch's longest row);
-- training (`training_flops`) = 3 × forward (the backward of a product takes gradients w.r.t. both
-  operands), minus one forward's worth for the products with a constant operand (R, P).
-Embedding look-ups, element-wise ops and the optimizer are not counted. Achieved GFLOP/s of training
-uses the forward+backward time; it is compared with a measured GEMM peak (`torch.matmul` of two
-square `gemm_size` matrices, same thread count, fastest call of >= 1 s, at the start and the end;
-% of peak uses the larger of the two).
-
-bf16 accuracy: on one fixed batch in eval mode, the bf16-autocast outputs against fp32 (sequence output
-max abs / relative error, MLM loss); and a short training run (`curve_steps` of `curve_size`, same seed,
-same batches, fp32 vs bf16 loss curves).
+More: docs/design.md, "Model benchmark".
 """
 
 from __future__ import annotations
@@ -73,8 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
-from zencli.bench.model_inputs import (
+from zencli.bench.encoder_batches import (
     FIRST_CHAR_ID,
     CharSource,
     computed_slots,
@@ -84,6 +52,7 @@ from zencli.bench.model_inputs import (
     synthetic_chars,
     text_chars,
 )
+from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.ngram_fusion import ngram_position_matrix
@@ -570,57 +539,82 @@ def _log_size(log: Callable[[str], None], result: dict[str, Any]) -> None:
         for r in result["rows"]))
 
 
-def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precisions: list[str] | None = None,
-        dense_opt: bool = True, steps: int = 0, warmup: int = 1, infer_steps: int = 0, batch: int = 8,
-        seq_len: int = 128, slots: int = 128, ngram_rows: int = 100_000, vocab_size: int = 21128,
-        ngram_rate: float = 0.4, text: Path | None = None, lexicon: Path | None = None,
-        curve_steps: int = 30, curve_size: ModelSize | None = None, curve_lr: float = 1e-3,
-        gemm_size: int = 2048, gemm_seconds: float = 1.0, threads: int = 0, seed: int = 0, device: str = "cpu",
-        log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
-        on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
+@dataclass
+class ModelBenchSettings:
+    """What `zen bench model` measures (its options; see the module docstring)."""
+
+    sizes: list[ModelSize]
+    encoders: Sequence[str] = ENCODERS
+    precisions: list[str] | None = None  # None: fp32, and bf16 where it is fast
+    dense_opt: bool = True  # add the zen2+dense-adamw variant
+    steps: int = 0  # timed rounds (0: the size's default)
+    warmup: int = 1  # rounds discarded first
+    infer_steps: int = 0  # inference rounds (0: as many as training)
+    batch: int = 8
+    seq_len: int = 128
+    slots: int = 128  # n-gram slots per sequence, at most
+    ngram_rows: int = 100_000
+    vocab_size: int = 21128
+    ngram_rate: float = 0.4  # synthetic n-grams per character
+    text: Path | None = None  # real characters instead of synthetic ones
+    lexicon: Path | None = None  # with `text`: real n-gram matches
+    curve_steps: int = 30  # steps of the fp32-vs-bf16 training comparison (0: skip)
+    curve_size: ModelSize | None = None  # its model size (None: the first of `sizes`)
+    curve_lr: float = 1e-3
+    gemm_size: int = 2048  # square matmul of the GEMM peak
+    gemm_seconds: float = 1.0  # its timing lasts at least this long
+    threads: int = 0  # torch threads (0: torch's default)
+    seed: int = 0
+    device: str = "cpu"
+
+
+def run(s: ModelBenchSettings, *, log: Callable[[str], None] = lambda s: None,
+        advance: Callable[[str], None] = lambda s: None, on_total: Callable[[int], None] = lambda n: None
+        ) -> dict[str, Any]:
     """Run the model benchmark (see the module docstring); returns a JSON-ready report.
 
     `advance(label)` is called after every timed unit of work; `on_total(n)` announces how many."""
-    ints = {"batch": (batch, 1), "seq_len": (seq_len, 8), "slots": (slots, 1), "ngram_rows": (ngram_rows, 2),
-            "vocab_size": (vocab_size, FIRST_CHAR_ID + 2), "steps": (steps, 0), "warmup": (warmup, 0),
-            "infer_steps": (infer_steps, 0), "curve_steps": (curve_steps, 0), "gemm_size": (gemm_size, 16),
-            "threads": (threads, 0)}
-    dev, precisions = _check_options(sizes=sizes, encoders=encoders, precisions=precisions, ints=ints,
-                                     seq_len=seq_len, ngram_rate=ngram_rate, text=text, lexicon=lexicon,
-                                     device=device)
-    dense_opt = dense_opt and "zen2" in encoders
+    ints = {"batch": (s.batch, 1), "seq_len": (s.seq_len, 8), "slots": (s.slots, 1), "ngram_rows": (s.ngram_rows, 2),
+            "vocab_size": (s.vocab_size, FIRST_CHAR_ID + 2), "steps": (s.steps, 0), "warmup": (s.warmup, 0),
+            "infer_steps": (s.infer_steps, 0), "curve_steps": (s.curve_steps, 0), "gemm_size": (s.gemm_size, 16),
+            "threads": (s.threads, 0)}
+    dev, precisions = _check_options(sizes=s.sizes, encoders=s.encoders, precisions=s.precisions, ints=ints,
+                                     seq_len=s.seq_len, ngram_rate=s.ngram_rate, text=s.text, lexicon=s.lexicon,
+                                     device=s.device)
+    dense_opt = s.dense_opt and "zen2" in s.encoders
 
     old_threads = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    if s.threads:
+        torch.set_num_threads(s.threads)
     try:
         load_start = os.getloadavg()
-        inputs = _make_inputs(text=text, lexicon=lexicon, batch=batch, seq_len=seq_len, slots=slots,
-                              ngram_rows=ngram_rows, vocab_size=vocab_size, ngram_rate=ngram_rate, seed=seed,
+        inputs = _make_inputs(text=s.text, lexicon=s.lexicon, batch=s.batch, seq_len=s.seq_len, slots=s.slots,
+                              ngram_rows=s.ngram_rows, vocab_size=s.vocab_size, ngram_rate=s.ngram_rate, seed=s.seed,
                               dev=dev, log=log)
-        peaks_start = _gemm_peaks(precisions, gemm_size, dev, gemm_seconds)
+        peaks_start = _gemm_peaks(precisions, s.gemm_size, dev, s.gemm_seconds)
         log("GEMM peak at start: " + ", ".join(f"{p} {g:.0f} GFLOP/s" for p, g in peaks_start.items()))
-        step_counts = [steps or DEFAULT_STEPS.get(s.name, 3) for s in sizes]
-        infer_counts = [infer_steps or n for n in step_counts]
-        on_total(progress_total(list(zip(step_counts, infer_counts)), len(encoders), precisions, dense_opt,
-                                warmup, curve_steps))
+        step_counts = [s.steps or DEFAULT_STEPS.get(size.name, 3) for size in s.sizes]
+        infer_counts = [s.infer_steps or n for n in step_counts]
+        on_total(progress_total(list(zip(step_counts, infer_counts)), len(s.encoders), precisions, dense_opt,
+                                s.warmup, s.curve_steps))
         results = []
-        for size, n, ni in zip(sizes, step_counts, infer_counts):
-            results.append(bench_size(size, encoders=list(encoders), precisions=precisions, dense_opt=dense_opt,
-                                      batches=inputs.batches, steps=n, warmup=warmup, infer_steps=ni,
-                                      vocab_size=vocab_size, ngram_rows=inputs.ngram_rows, seed=seed, device=dev,
+        for size, n, ni in zip(s.sizes, step_counts, infer_counts):
+            results.append(bench_size(size, encoders=list(s.encoders), precisions=precisions, dense_opt=dense_opt,
+                                      batches=inputs.batches, steps=n, warmup=s.warmup, infer_steps=ni,
+                                      vocab_size=s.vocab_size, ngram_rows=inputs.ngram_rows, seed=s.seed, device=dev,
                                       advance=advance))
             _log_size(log, results[-1])
-        kernels = attention_kernels(sizes[-1], batch, seq_len, precisions[-1], dev)
-        log("attention kernels (" + sizes[-1].name + ", " + precisions[-1] + "): " + "; ".join(
+        kernels = attention_kernels(s.sizes[-1], s.batch, s.seq_len, precisions[-1], dev)
+        log("attention kernels (" + s.sizes[-1].name + ", " + precisions[-1] + "): " + "; ".join(
             f"{r['attention']} {r['backend']} " + (f"{r['ms']:.2f} ms" if r["ok"] else "n/a") for r in kernels))
         curve = None
-        if curve_steps and "bf16" in precisions:
+        if s.curve_steps and "bf16" in precisions:
             curve_batches = [{k: t.to(dev) for k, t in b.items()}
-                             for b in make_batches(curve_steps, seed=seed + 7, **inputs.make)]
-            curve = training_curve(curve_size or sizes[0], curve_steps, curve_batches, vocab_size=vocab_size,
-                                   ngram_rows=inputs.ngram_rows, seed=seed, lr=curve_lr, device=dev, advance=advance)
-        peaks_end = _gemm_peaks(precisions, gemm_size, dev, gemm_seconds)
+                             for b in make_batches(s.curve_steps, seed=s.seed + 7, **inputs.make)]
+            curve = training_curve(s.curve_size or s.sizes[0], s.curve_steps, curve_batches,
+                                   vocab_size=s.vocab_size, ngram_rows=inputs.ngram_rows, seed=s.seed, lr=s.curve_lr,
+                                   device=dev, advance=advance)
+        peaks_end = _gemm_peaks(precisions, s.gemm_size, dev, s.gemm_seconds)
         load_end = os.getloadavg()
         _add_peak_shares(results, {p: max(peaks_start[p], peaks_end[p]) for p in precisions})
         p_ms = (ngram_matrix_ms([{k: t.cpu() for k, t in b.items()} for b in inputs.batches]) if dev.type == "cpu"
@@ -629,16 +623,17 @@ def run(*, sizes: list[ModelSize], encoders: Sequence[str] = ENCODERS, precision
         torch.set_num_threads(old_threads)
 
     report = {
-        "settings": {"sizes": [asdict(s) for s in sizes], "encoders": list(encoders), "precisions": precisions,
+        "settings": {"sizes": [asdict(size) for size in s.sizes], "encoders": list(s.encoders),
+                     "precisions": precisions,
                      "dense_adamw_variant": dense_opt, "steps": step_counts, "infer_steps": infer_counts,
-                     "warmup": warmup, "batch": batch, "seq_len": seq_len, "slots": slots,
-                     "ngram_rows": inputs.ngram_rows, "vocab_size": vocab_size, "ngram_rate": ngram_rate,
-                     "seed": seed, "device": str(dev), "threads": threads or old_threads, "gemm_size": gemm_size,
+                     "warmup": s.warmup, "batch": s.batch, "seq_len": s.seq_len, "slots": s.slots,
+                     "ngram_rows": inputs.ngram_rows, "vocab_size": s.vocab_size, "ngram_rate": s.ngram_rate,
+                     "seed": s.seed, "device": str(dev), "threads": s.threads or old_threads, "gemm_size": s.gemm_size,
                      "optimizer": {"lr": LR, "betas": list(BETAS), "eps": EPS, "weight_decay": WEIGHT_DECAY,
                                    "clip_norm": CLIP_NORM, "sparse_min_rows": SPARSE_MIN_ROWS}},
         "inputs": {"chars": inputs.chars.description,
-                   "ngrams": ("lexicon matches: " + str(lexicon)) if inputs.matcher is not None
-                   else f"synthetic, rate {ngram_rate}/char",
+                   "ngrams": ("lexicon matches: " + str(s.lexicon)) if inputs.matcher is not None
+                   else f"synthetic, rate {s.ngram_rate}/char",
                    "slots_filled_per_seq": inputs.filled, "ngram_matrix_ms_per_batch": p_ms},
         "gemm_peak_gflops": {p: {"start": peaks_start[p], "end": peaks_end[p]} for p in precisions},
         "results": results,

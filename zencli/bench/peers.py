@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zencli.bench.encoder_batches import make_batches, synthetic_chars
 from zencli.bench.model import (
     BETAS,
     CLIP_NORM,
@@ -45,7 +46,6 @@ from zencli.bench.model import (
     _ratio,
     model_config,
 )
-from zencli.bench.model_inputs import make_batches, synthetic_chars
 from zencli.errors import ZenError
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining

@@ -72,9 +72,11 @@ def run(*, data: Path | None = None, sizes: list[str] | None = None, quick: bool
     holder: dict[str, Callable[[str], None]] = {}
     m = s["model"]
     model = model_bench.run(
-        sizes=size_list, steps=m["steps"], warmup=m["warmup"], infer_steps=m["infer_steps"],
-        curve_steps=m["curve_steps"], dense_opt=m["dense_opt"], gemm_seconds=m["gemm_seconds"], threads=threads,
-        seed=seed, log=log, on_total=lambda n: holder.__setitem__("model", section("models", n)),
+        model_bench.ModelBenchSettings(sizes=size_list, steps=m["steps"], warmup=m["warmup"],
+                                       infer_steps=m["infer_steps"], curve_steps=m["curve_steps"],
+                                       dense_opt=m["dense_opt"], gemm_seconds=m["gemm_seconds"], threads=threads,
+                                       seed=seed),
+        log=log, on_total=lambda n: holder.__setitem__("model", section("models", n)),
         advance=lambda label: holder.get("model", lambda _: None)(label))
 
     mt = s["matcher"]

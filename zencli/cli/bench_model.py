@@ -48,16 +48,16 @@ def model(
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
     """Time ZEN 2.0 / 1.0 against plain BERT (same run, interleaved): training step, inference, bf16."""
-    from zencli.bench.model import parse_size, run
+    from zencli.bench.model import ModelBenchSettings, parse_size, run
 
-    size_list = [parse_size(s) for s in _list(sizes)]
+    settings = ModelBenchSettings(
+        sizes=[parse_size(s) for s in _list(sizes)], encoders=_list(encoders),
+        precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw, steps=steps,
+        warmup=warmup, infer_steps=infer_steps, batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
+        vocab_size=vocab_size, ngram_rate=ngram_rate, text=text, lexicon=lexicon, curve_steps=curve_steps,
+        curve_size=parse_size(curve_size), gemm_size=gemm_size, threads=threads, seed=seed, device=device)
     with model_progress() as callbacks:
-        report = run(sizes=size_list, encoders=_list(encoders),
-                     precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw,
-                     steps=steps, warmup=warmup, infer_steps=infer_steps, batch=batch, seq_len=seq_len, slots=slots,
-                     ngram_rows=ngram_rows, vocab_size=vocab_size, ngram_rate=ngram_rate, text=text, lexicon=lexicon,
-                     curve_steps=curve_steps, curve_size=parse_size(curve_size), gemm_size=gemm_size,
-                     threads=threads, seed=seed, device=device, **callbacks)
+        report = run(settings, **callbacks)
     print_report(report)
     write_json_report(json_path, report)
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ from rich.console import Console
 
 from zencli.atomic_write import atomic_write_text
 from zencli.progress import make_progress
+from zencli.text.reading import text_decoding
 from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 
 console = Console(stderr=False)
@@ -36,21 +35,6 @@ ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", metavar="strict|re
 def encoding_errors_option(key: str) -> Any:
     """--encoding-errors of a command whose recipe holds the setting (recipe key `key`)."""
     return keyed(key, "--encoding-errors", metavar="strict|replace", help=ENCODING_ERRORS_HELP.rstrip("."))
-
-
-@contextmanager
-def text_decoding(errors: str | None) -> Iterator[None]:
-    """Every text the block reads is decoded with `errors` (None: strict); what was replaced is one line on
-    stderr at the end, also when the command fails later (the count is still true)."""
-    from zencli.text.reading import decoding
-
-    with decoding(errors or "strict") as replaced:
-        try:
-            yield
-        finally:
-            line = replaced.summary()
-            if line:
-                print(f"zen: {line}", file=sys.stderr)
 
 
 def reads_text(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -100,7 +100,7 @@ def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold:
                     metric: Optional[str]) -> Evaluation:
     import torch
 
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import evaluate_model
 
     if gold is not None or pred is not None:

@@ -8,9 +8,8 @@ changes it). Without a recipe but with data files, a model trained from scratch 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -23,29 +22,8 @@ from zencli.cli.common import (
     err_console,
     keyed,
     keyed_options,
-    text_decoding,
 )
-from zencli.errors import ZenError
-from zencli.jobs.finetune import build_config, workspace_config
 from zencli.workspace import Workspace
-
-
-def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any]) -> bool:
-    """The defaults chain applies when nothing says what to train on: no recipe, no data files, and no
-    vocab.txt / ngram.txt of a model built from scratch (on the command line or in --set)."""
-    from zencli.workspace import overridden
-
-    given = any(options.get(k) is not None for k in ("data.train", "data.dev", "data.test", "model.vocab",
-                                                     "model.ngram"))
-    return recipe is None and not given and not overridden(overrides, "data.train", "data.dev", "data.test",
-                                                           "model.vocab", "model.ngram")
-
-
-def announce(cfg) -> None:
-    """Say how long the pipeline's fine-tuning step is expected to take, before it starts."""
-    from zencli.jobs.finetune import expected_duration
-
-    err_console.print(expected_duration(cfg), markup=False, highlight=False, soft_wrap=True)
 
 
 def finetune(
@@ -98,66 +76,13 @@ def finetune(
     data (ner/cws/pos: PD98, sa: sentiment), from the workspace's pretrained model, into WORKDIR/finetune-ner,
     for the training time `zen quickstart` gives the step. With data files but no recipe or --model, the
     model is trained from scratch with that recipe's settings (a tiny encoder)."""
-    from zencli.config.loading import to_dict
+    from zencli.jobs.training import run_training
 
     options = {**keyed_options(finetune, locals()), "train.overwrite": True if overwrite else None}
-    ws = None
-    if uses_workspace(recipe, overrides, options):
-        ws = Workspace.at(workdir)
-        cfg = workspace_config(ws, overrides, options, console=err_console)
-        name = cfg.task.name
-        if Path(cfg.train.output_dir) == ws.finetune_dir(name) and ws.finetune_done(name) and not overwrite:
-            console.print(f"finetune: {name} already fine-tuned in {ws.finetune_dir(name)} (model: "
-                          f"{ws.finetuned_model(name)}); --overwrite trains again · next: "
-                          f"{ws.command('predict < input.txt')}", markup=False, highlight=False, soft_wrap=True)
-            return
-        announce(cfg)
-    elif workdir is not None:
-        raise ZenError("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data "
-                       "files or --vocab/--ngram; here those name the run (set its output with --output)")
-    else:
-        cfg = build_config(recipe, overrides, options)
-    if model is not None:
-        _use_model_files(cfg, vocab, ngram)
-    from zencli.train.distributed import launches
-
-    if launches(nproc, cfg.train.device):
-        _launch(cfg, nproc, quiet, to_dict)
-        return
-    from zencli.tasks.finetune import run_finetune
-
-    with text_decoding(cfg.data.encoding_errors):
-        result = run_finetune(cfg, console=err_console, show_progress=not quiet)
-    if int(os.environ.get("RANK", "0") or 0) == 0:
-        report(result, ws)
-
-
-def _use_model_files(cfg, vocab: Optional[Path], ngram: Optional[Path]) -> None:
-    """--model brings its own vocab.txt / ngram.txt: a recipe's files (meant for a model built from scratch)
-    give way to them, unless they were given on this command line."""
-    d = Path(cfg.model.pretrained)
-    if vocab is None and (d / "vocab.txt").is_file():
-        cfg.model.vocab = None
-    if ngram is None and (d / "ngram.txt").is_file():
-        cfg.model.ngram = None
-
-
-def _launch(cfg, nproc: int, quiet: bool, to_dict) -> None:
-    """Start `nproc` processes running this recipe (written to the output directory)."""
-    import yaml
-
-    from zencli.train.distributed import launch_local, python_module_command
-
-    out = Path(cfg.train.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "recipe.yaml"
-    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    args = ["finetune", "--recipe", str(path), *(["--quiet"] if quiet else [])]
-    code = launch_local(nproc, python_module_command(*args))
-    if code in (130, 143):  # stopped by a signal: rank 0 said where its checkpoint is
-        raise typer.Exit(code)
-    if code:
-        raise ZenError(f"finetune: a training process exited with status {code}")
+    job, result = run_training("finetune", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
+                               console=err_console, out=console)
+    if result is not None:
+        report(result, job.workspace)
 
 
 def report(result, ws: Workspace | None = None) -> None:

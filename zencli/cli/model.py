@@ -96,14 +96,9 @@ def import_(
     seed: int = typer.Option(0, "--seed", help="Seed for freshly initialised weights."),
 ) -> None:
     """Convert a released ZEN or BERT checkpoint into a zen model directory (BERT: continue-training path)."""
-    import torch
+    from zencli.tasks.convert import import_checkpoint
 
-    from zencli.model.checkpoint import save_zen_model
-    from zencli.model.sources import load_pretrained
-
-    torch.manual_seed(seed)
-    p = load_pretrained(source, encoder=encoder, ngram=ngram, num_hidden_word_layers=ngram_layers)
-    save_zen_model(p.model, output, vocab=p.vocab, ngram=p.ngram)
+    p = import_checkpoint(source, output, encoder=encoder, ngram=ngram, ngram_layers=ngram_layers, seed=seed)
     console.print(f"{source} ({p.kind}) → {output}")
     for note in p.notes:
         console.print(f"  {note}", highlight=False)
@@ -115,9 +110,7 @@ def export(
     output: Path = typer.Option(..., "--output", "-o", help="Folder for the released layout."),
 ) -> None:
     """Write the released ZEN layout (pytorch_model.bin, config.json, vocab.txt, ngram.txt)."""
-    from zencli.model.released import export_released
-    from zencli.model.sources import load_pretrained
+    from zencli.tasks.convert import export_checkpoint
 
-    p = load_pretrained(directory)
-    export_released(p.model, output, vocab=p.vocab, ngram=p.ngram)
+    export_checkpoint(directory, output)
     console.print(f"{directory} → {output} (released layout)")

@@ -55,7 +55,7 @@ def predict(
     Usage: zen predict [MODEL] < input.txt > output.txt   (no MODEL: the latest `zen finetune` of the workspace)"""
     import torch
 
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import STDIN, predict_stream, predict_to_file, read_stream
     from zencli.text.reading import iter_lines
 

@@ -7,7 +7,6 @@ into WORKDIR/pretrain (zencli.workspace)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -21,26 +20,8 @@ from zencli.cli.common import (
     err_console,
     keyed,
     keyed_options,
-    text_decoding,
 )
-from zencli.errors import ZenError
-from zencli.jobs.pretrain import build_config, workspace_config
 from zencli.workspace import Workspace
-
-
-def uses_workspace(recipe: str | None, overrides: list[str]) -> bool:
-    """The defaults chain applies when nothing says what to pretrain on: no recipe, and no corpus, vocab,
-    lexicon or starting checkpoint given with --set."""
-    from zencli.workspace import overridden
-
-    return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
-
-
-def announce(cfg) -> None:
-    """Say how long the pipeline's pretraining step is expected to take, before it starts."""
-    from zencli.jobs.pretrain import expected_duration
-
-    err_console.print(expected_duration(cfg), markup=False, highlight=False, soft_wrap=True)
 
 
 def pretrain(
@@ -72,51 +53,13 @@ def pretrain(
     Without --recipe (or a corpus, vocab, lexicon or checkpoint in --set): the tiny ZEN 2.0 recipe
     (pretrain-zh-tiny) on the default corpus with the vocab and lexicon of `zen lexicon`, into WORKDIR/pretrain,
     with the training time `zen quickstart` gives the step (--max-minutes changes it)."""
+    from zencli.jobs.training import run_training
+
     options = {**keyed_options(pretrain, locals()), "train.overwrite": True if overwrite else None}
-    chained = uses_workspace(recipe, overrides)
-    if chained:
-        ws = Workspace.at(workdir)
-        cfg = workspace_config(ws, overrides, options, console=err_console)
-        if Path(cfg.train.output_dir) == ws.pretrain_dir and ws.pretrain_done() and not overwrite and resume is None:
-            console.print(f"pretrain: already finished in {ws.pretrain_dir} (model: {ws.pretrained_model}); "
-                          f"--overwrite trains again · next: {ws.command('finetune --task ner')}", markup=False,
-                          highlight=False, soft_wrap=True)
-            return
-        announce(cfg)
-    elif workdir is not None:
-        raise ZenError("--workdir: the workspace is used by `zen pretrain` without a recipe, corpus, vocab or "
-                       "lexicon; here those name the run (set its output with --output)")
-    else:
-        cfg = build_config(recipe, overrides, options)
-    if overwrite and cfg.train.resume not in ("auto", "never"):
-        ckpt = Path(cfg.train.resume).resolve()
-        if Path(cfg.train.output_dir).resolve() in ckpt.parents:
-            raise ZenError(f"--overwrite would delete the checkpoint given to --resume ({cfg.train.resume}); "
-                           "use one or the other")
-    from zencli.tasks.pretraining import run_pretrain
-    from zencli.train.distributed import launches
-
-    with text_decoding(cfg.data.encoding_errors):
-        if launches(nproc, cfg.train.device):
-            _launch(cfg, nproc, quiet)
-            return
-        result = run_pretrain(cfg, console=err_console, show_progress=not quiet)
-    if int(os.environ.get("RANK", "0") or 0) == 0:
-        report(result, Workspace.at(workdir) if chained else None)
-
-
-def _launch(cfg, nproc: int, quiet: bool) -> None:
-    """Prepare data here (once), then start `nproc` processes training on it."""
-    from zencli.tasks.pretraining import RECIPE_NAME, prepare
-    from zencli.train.distributed import launch_local, python_module_command
-
-    prepare(cfg, console=err_console)  # writes OUTPUT/recipe.yaml (overwrite off: the outputs are fresh now)
-    args = ["pretrain", "--recipe", str(Path(cfg.train.output_dir) / RECIPE_NAME), "--resume", cfg.train.resume]
-    code = launch_local(nproc, python_module_command(*args, *(["--quiet"] if quiet else [])))
-    if code in (130, 143):  # stopped by a signal: rank 0 said where its checkpoint is
-        raise typer.Exit(code)
-    if code:
-        raise ZenError(f"pretrain: a training process exited with status {code}")
+    job, result = run_training("pretrain", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
+                               console=err_console, out=console)
+    if result is not None:
+        report(result, job.workspace)
 
 
 def report(result, ws: Workspace | None = None) -> None:

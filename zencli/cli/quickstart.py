@@ -5,8 +5,9 @@ module parses the options, lends the steps their commands' screens, and prints t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -32,16 +33,23 @@ def quickstart(
     resume an interrupted one. The steps are `zen lexicon`, `zen pretrain`, `zen finetune --task ner`,
     `zen evaluate`, `zen predict`: run them one by one for the same result."""
     from zencli.cli import evaluate, finetune, lexicon, pretrain
+    from zencli.jobs import finetune as finetune_job
+    from zencli.jobs import pretrain as pretrain_job
     from zencli.jobs.quickstart import run_quickstart
 
     ws = Workspace.at(workdir)
     display = Display(out=console, err=err_console, lexicon_result=lexicon.print_result,
-                      pretrain_announce=pretrain.announce, pretrain_report=pretrain.report,
-                      finetune_announce=finetune.announce, finetune_report=finetune.report,
+                      pretrain_announce=_announce(pretrain_job.expected_duration), pretrain_report=pretrain.report,
+                      finetune_announce=_announce(finetune_job.expected_duration), finetune_report=finetune.report,
                       evaluation=evaluate.print_evaluation)
     steps, summary = run_quickstart(ws, minutes, pretrain_sets=list(pretrain_set), finetune_sets=list(finetune_set),
                                     quiet=quiet, display=display)
     _print_summary(ws, steps, summary)
+
+
+def _announce(duration: Callable[[Any], str]) -> Callable[[Any], None]:
+    """Say before a step starts how long it is expected to take, as the step's own command does."""
+    return lambda cfg: err_console.print(duration(cfg), markup=False, highlight=False, soft_wrap=True)
 
 
 def _short(ws: Workspace, path: str) -> str:

@@ -16,24 +16,10 @@ batched call (`NgramMatcher.match_batch`) and matches touching a special positio
 n-gram's type is 0 if it starts before len(A) + 2, else 1 (the released rule; with the filter above it
 is simply the segment the n-gram lies in).
 
-Which matches become slots (`rules`):
-- "released": what released checkpoints were trained with (`select_released`): lengths 2..7, at most
-  ceil(n / max_seq_len · max_ngram_in_seq) per sequence, ZEN 2.0 keeps the smallest ids in id order;
-  `released_version="zen1"` keeps a random subset in random order (ZEN 1.0 shuffles; its draws cannot
-  be replayed, so a seeded generator stands in). `max_ngrams`, if set, caps the slots further.
-- "zen": every match of `min_len..max_len` tokens. If `max_ngrams` is set and a sequence has more
-  matches, the longest are kept, then the most frequent, then the earliest, then the smallest id: a
-  long n-gram is the information the character encoder cannot assemble from the n-grams inside it, and
-  frequency orders the rest by how well their embeddings are trained. Kept slots are ordered by
-  (start, length), so under ZEN 2.0's relative attention in the n-gram tower slot distance follows text
-  distance instead of arbitrary id distance.
-
 Long inputs must be cut into windows first (`zencli.data.windows`); a sequence longer than
 `max_seq_len` is a bug in the caller and raises ValueError instead of being truncated.
 
-Char-level tasks (CWS, POS, NER) need one token per input character so labels stay aligned:
-`char_token_ids` maps each char to its own id. Sentence-level tasks use the WordPiece `Tokenizer`;
-`encode_with_offsets` keeps each token's character span for prediction output.
+More: docs/design.md, "Feature records".
 """
 
 from __future__ import annotations

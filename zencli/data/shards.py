@@ -23,13 +23,7 @@ cap on slots is needed for storage. Token types and n-gram types follow from `se
 frequencies from `ngram_freqs.npy`. Every array is an `.npy` file opened with `np.load(mmap_mode="r")`:
 opening a dataset reads only the manifest, and a batch reads only its rows.
 
-`PretrainShards(dir)` is an indexable dataset: `ds[i]` is the feature record of example i (the keys of
-`zencli.data.features.NgramFeaturizer` plus `mlm_labels` [n] (-100 where not masked) and `nsp_labels`
-(a 0-d array), ready for `zencli.data.collate.collate`), and `ds.get_batch(indices)` builds the padded
-batch of tensors directly from the arrays (what `collate` of those records gives, without per-example
-Python work). For the training loop, `IndexedBatches(range(len(ds)), ds.get_batch, seed=...)` uses the
-fast path (the "items" are the indices); `IndexedBatches(ds, partial(collate, pad_id=ds.pad_id))` gives
-the same batches through the records.
+More: docs/design.md, "Pretraining shards".
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
                            expected_duration (the line said before the step starts)
     zencli.jobs.finetune   build_config (FinetuneConfig; without a recipe, a from-scratch run starts from the
                            task's tiny recipe), workspace_config (`zen finetune --task T`), expected_duration
+    zencli.jobs.training   training_job: `zen pretrain` / `zen finetune` settings, the workspace's step or a recipe
+    zencli.jobs.pretrain, zencli.jobs.finetune   run_job: train here, or start `--nproc` processes (jobs.common)
 
 The command modules (zencli.cli), the quickstart and the benchmarks call these, so a command and a
 benchmark that names the same recipe and settings train exactly the same thing. This layer sits above

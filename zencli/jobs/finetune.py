@@ -1,4 +1,5 @@
-"""`zen finetune` settings: a recipe with overrides, and a task's defaults-chain recipe on the workspace."""
+"""`zen finetune`'s job: a recipe with overrides or a task's defaults-chain recipe on the workspace, run here or
+as `--nproc` processes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,20 @@ from typing import Any
 from zencli.config.finetune import FinetuneConfig
 from zencli.errors import ZenError
 from zencli.workspace import Workspace
+
+WORKDIR_ERROR = ("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data files or "
+                 "--vocab/--ngram; here those name the run (set its output with --output)")
+
+
+def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any]) -> bool:
+    """The defaults chain applies when nothing says what to train on: no recipe, no data files, and no
+    vocab.txt / ngram.txt of a model built from scratch (on the command line or in --set)."""
+    from zencli.workspace import overridden
+
+    given = any(options.get(k) is not None for k in ("data.train", "data.dev", "data.test", "model.vocab",
+                                                     "model.ngram"))
+    return recipe is None and not given and not overridden(overrides, "data.train", "data.dev", "data.test",
+                                                           "model.vocab", "model.ngram")
 
 
 def build_config(recipe: str | Path | None, overrides: list[str], options: dict[str, Any]) -> FinetuneConfig:
@@ -75,3 +90,49 @@ def expected_duration(cfg: FinetuneConfig) -> str:
     rest = "reading the data" + (" and scoring " + " and ".join(
         s for s in ("dev", "test") if getattr(cfg.data, s) is not None) if cfg.data.dev or cfg.data.test else "")
     return expected_training(f"finetune {cfg.task.name}", cfg.train.max_minutes, length, rest)
+
+
+def finished(ws: Workspace, cfg: FinetuneConfig, options: dict[str, Any]) -> str | None:
+    """The line `zen finetune --task T` prints instead of training when the workspace's step already ran
+    (None: train; --overwrite trains again)."""
+    name = cfg.task.name
+    if options.get("train.overwrite") or Path(cfg.train.output_dir) != ws.finetune_dir(name) \
+            or not ws.finetune_done(name):
+        return None
+    return (f"finetune: {name} already fine-tuned in {ws.finetune_dir(name)} (model: {ws.finetuned_model(name)}); "
+            f"--overwrite trains again · next: {ws.command('predict < input.txt')}")
+
+
+def use_model_files(cfg: FinetuneConfig, options: dict[str, Any]) -> None:
+    """--model brings its own vocab.txt / ngram.txt: a recipe's files (meant for a model built from scratch)
+    give way to them, unless they were given on this command line."""
+    if options.get("model.pretrained") is None:
+        return
+    d = Path(cfg.model.pretrained)
+    if options.get("model.vocab") is None and (d / "vocab.txt").is_file():
+        cfg.model.vocab = None
+    if options.get("model.ngram") is None and (d / "ngram.txt").is_file():
+        cfg.model.ngram = None
+
+
+def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console=None):
+    """Fine-tune here (`zencli.tasks.finetune.run_finetune`), or start `nproc` processes on the recipe written to
+    the output directory. Returns the FinetuneResult where this process reports it, else None."""
+    from zencli.jobs.common import launch, reports
+    from zencli.train.distributed import launches
+
+    if launches(nproc, cfg.train.device):
+        import yaml
+
+        from zencli.config.loading import to_dict
+
+        out = Path(cfg.train.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "recipe.yaml"
+        path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True), encoding="utf-8")
+        launch(["finetune", "--recipe", str(path), *(["--quiet"] if quiet else [])], nproc)
+        return None
+    from zencli.tasks.finetune import run_finetune
+
+    result = run_finetune(cfg, console=console, show_progress=not quiet)
+    return result if reports() else None

@@ -242,7 +242,7 @@ def _evaluate(step: Step, ws: Workspace, test: Path, summary: dict, display: Dis
         report = json.loads(scores_path.read_text(encoding="utf-8"))
         display.out.print(f"evaluate: scored earlier ({scores_path})", highlight=False)
     else:
-        from zencli.tasks.model import load_task_model
+        from zencli.tasks.model_dir import load_task_model
         from zencli.tasks.predict import evaluate_model
 
         evaluation = evaluate_model(load_task_model(model), test)
@@ -260,7 +260,7 @@ def _predict(step: Step, ws: Workspace, summary: dict, display: Display) -> None
     from rich.markup import escape
 
     from zencli.atomic_write import atomic_write_text
-    from zencli.tasks.model import load_task_model
+    from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import predict_chunks
 
     ws.quickstart_dir.mkdir(parents=True, exist_ok=True)

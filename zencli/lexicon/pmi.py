@@ -9,33 +9,9 @@ where N_k is the number of k-gram positions in the corpus (a line of m tokens ha
 shows the parts occur together more often than chance; a long n-gram glued from two independent halves
 fails. Normalising each length by its own N_k makes p(x) a probability over k-gram positions.
 
-**Base 2** (bits). The paper (ZEN 2.0, following Diao et al. 2019) gives thresholds 3 for Chinese and 10
-for Arabic but not the base; base 2 is the classic definition (Church & Hanks 1990). In bits, PMI >= 3
-means "at least 8× more often together than chance" and 10 means 1024×; with the natural log, 10 would
-demand 22,026×, which almost no frequent Arabic word-piece sequence reaches. 1-grams have no split: when
-min_n is 1 they are selected by frequency alone.
-
 PMI is not monotone in n-gram length, so it never prunes counting; only frequency does (counting/merge.py).
 
-**Which split.** The minimum over the binary splits is the PMI at the n-gram's weakest point: the split
-whose parts are most probable together, log2 p(w) / max_k p(l_k) p(r_k). So "PMI over the best split
-point" is what this computes; the "full product" p(w) / (p(c_1) ⋯ p(c_n)) would reward long n-grams for
-their length and is not used.
-
-**Branching entropy** (optional second filter, `min_entropy`). PMI measures how strongly an n-gram's
-parts stick together, not whether its ends are word boundaries: a fragment such as 会主义 (always inside
-社会主义) sticks together as well as the word does. Its left neighbours give it away: almost always 社.
-For the left neighbours a of w, with c_a = count(a·w) and T = count(w),
-
-    H_left(w) = log2 T - (1/T) · sum_a c_a log2 c_a        (bits; H_right alike with w·b)
-
-is the entropy of the neighbour distribution (Jin & Tanaka-Ishii 2006: branching entropy; the
-accessor-variety idea of Feng et al. 2004). An occurrence at a line start (end) has no neighbour and counts
-as a distinct neighbour of its own. Word pieces: on the right, all `##` continuation neighbours are one
-neighbour ("inside a word": the n-gram ends inside a word of the tokenizer, e.g. `１ ##９` in 1998), and an
-n-gram that starts with a `##` piece always starts inside a word, so its H_left is 0. An n-gram is kept
-when min(H_left, H_right) >= min_entropy. The neighbour counts are exact over the whole corpus
-(counting/neighbours.py `Neighbours`), so sharded and one-pass builds select the same lexicon.
+More: docs/design.md, "PMI and lexicon selection".
 """
 
 from __future__ import annotations

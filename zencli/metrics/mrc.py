@@ -19,19 +19,7 @@ Per question (answers: the gold answer strings; prediction: one string):
 normalisation, bag-of-tokens F1, ids unstripped), the scorer of Arabic-SQuAD / ARCD numbers; the result then
 prints the script's `exact_match` / `f1`, and AVERAGE stays zen's score for picking checkpoints.
 
-Two details of the official script that are kept on purpose:
-- Its punctuation list holds '……' as one two-character entry while it compares single characters,
-  so '…' (U+2026) is never treated as punctuation: it stays in a run and goes to the tokenizer.
-- ASCII ', . ? ! ( )' are not in the list; they reach the tokenizer, which splits some of them off.
-
-Tokenizer approximation. The official script (Python 2, 2018) calls `nltk.word_tokenize`, i.e. the
-Punkt sentence splitter followed by NLTK 3.3's "improved" Treebank word tokenizer. `treebank_tokenize`
-re-implements that word tokenizer rule for rule (NLTK 3.3; the patterns NLTK compiled without re.U
-are ASCII-only here, as they were under Python 2). Not reproduced: the Punkt step, which only
-matters when a non-Chinese run holds a sentence-final '.' followed by more text ('end. next' can
-give 'end', '.' there, 'end.' here); and the rules later NLTK releases added (3.4.5 has an extra
-single-quote rule; 3.10 also splits runs of two or more dots and the dashes U+2012..U+2015, so '——'
-is one token here and two there).
+More: docs/design.md, "CMRC 2018 scores".
 """
 
 from __future__ import annotations

@@ -19,20 +19,7 @@ and decodes with the same char table (tied), so one table learns from both model
 generator's width instead would give the discriminator a narrow table plus an up-projection: no longer
 the plain ZEN encoder that `zen finetune --model` loads.
 
-The generator is the discriminator's kind of encoder (relative attention for zen2) at a fraction of
-its width — same depth, same head size, fewer heads — with no n-gram side: a weak generator is what
-ELECTRA wants (replacements too good to detect stall the discriminator), and an n-gram tower would need
-its own n-gram table.
-
-No leakage. The discriminator's inputs are a function of x̂ alone: its tokens are x̂ and its n-gram
-slots are matched on x̂ (never on x, never reused from the shards, whose slots were matched on x̃ with
-the masked positions blocked). So a slot over a replaced position spells the replacement, not the
-original, and whether a position is covered by slots says nothing about whether it was masked. The
-model returns x̂ as `corrupted`, so callers can check this.
-
-`discriminator` is a ZenForPreTraining: its encoder `bert` and NSP head are trained here and it is
-what a run saves (the same directory layout as an MLM run). Its MLM head gets no gradient and keeps
-the weights it started with (fresh, or those of `init.pretrained`).
+More: docs/design.md, "Replaced-token detection".
 """
 
 from __future__ import annotations
@@ -65,7 +52,7 @@ def generator_config(discriminator: ZenConfig, size: float) -> ZenConfig:
 
 
 class Generator(nn.Module):
-    """A small masked-LM encoder on the discriminator's embeddings (see the module docstring)."""
+    """A small masked-LM encoder on the discriminator's embeddings (docs/design.md, "Replaced-token detection")."""
 
     def __init__(self, config: ZenConfig, embeddings: CharEmbeddings, init_weights: Callable[[nn.Module], None]):
         super().__init__()

@@ -3,8 +3,8 @@
 A task is one class in one module of this package. The class says, in one place, how its data is read,
 which head sits on the encoder, how a batch is turned into a loss, how predictions are decoded and
 written, and which metric scores them; `@register` makes `zen finetune`, `zen predict` and `zen evaluate`
-know it (modules of this package that use `@register` are imported on first lookup, so a new task
-touches only its own file).
+know it, and zencli/tasks/__init__.py imports each task module, so the registry is full whenever the package
+is loaded (a new task adds its file and one import line there).
 
 A task object is bound to its task settings (`TaskSection` of the recipe) and to its *state*: what it
 learned from the training data and must keep with the model, e.g. the label list. The state is plain
@@ -26,19 +26,17 @@ What flows through a task:
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import pkgutil
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zencli.errors import ZenError, unknown_task
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     import torch
     from torch import nn
@@ -195,8 +193,7 @@ class Task(ABC):
 
 # --- registry ---------------------------------------------------------------------------------------
 
-_TASKS: dict[str, type[Task]] = {}
-_discovered = False
+_TASKS: dict[str, type[Task]] = {}  # filled as zencli/tasks/__init__.py imports the task modules
 
 
 def register(cls: type[Task]) -> type[Task]:
@@ -213,31 +210,12 @@ def register(cls: type[Task]) -> type[Task]:
     return cls
 
 
-def _discover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    import zencli.tasks as package
-
-    # Only modules that register tasks are imported: the package also holds pipelines (finetune, pretraining)
-    # that a task lookup has no reason to load.
-    for info in pkgutil.iter_modules(package.__path__):
-        name = f"zencli.tasks.{info.name}"
-        spec = importlib.util.find_spec(name)
-        origin = Path(spec.origin) if spec is not None and spec.origin else None
-        if origin is not None and origin.suffix == ".py" and "@register" in origin.read_text(encoding="utf-8"):
-            importlib.import_module(name)
-    _discovered = True
-
-
 def task_names() -> list[str]:
-    _discover()
     return sorted(_TASKS)
 
 
 def task_class(name: str) -> type[Task]:
     """The registered task called `name`; ZenError listing the known ones otherwise."""
-    _discover()
     if name not in _TASKS:
         raise ZenError(f"task.name: {unknown_task(name, _TASKS)}")
     return _TASKS[name]

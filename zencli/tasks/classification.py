@@ -21,11 +21,7 @@ characters carry no token). Long inputs are never truncated — they are read in
   probabilities of all windows of a pair are averaged the same way.
 `WindowedTask` holds this machinery; the QA task (zencli.tasks.ranking) shares it.
 
-Output (`zen predict --format`), one line per input line (pairs: text_a<TAB>text_b):
-- text: `label<TAB>probability` (the probability of the predicted label, 4 decimals);
-- json: `{"text": …, "label": …, "probability": …, "probabilities": {label: p}}` (pairs: "a", "b");
-- label: the label alone — a label list that `zen evaluate --task T --gold GOLD --pred FILE` scores.
-An empty (or blank) input line gives an empty output line (json: label and probability null).
+More: docs/design.md, "Sentence classification".
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Output directory (`train.output_dir`):
     run.json, metrics.jsonl, tensorboard/   the training loop's records (train and eval lines)
     checkpoints/step-*.pt, best.pt          resumable training state; weights of the best dev evaluation
     recipe.yaml                             the resolved recipe of this run
-    model/                                  the fine-tuned model (zencli.tasks.model), with
+    model/                                  the fine-tuned model (zencli.tasks.model_dir), with
                                             dev_scores.json / test_scores.json beside its files
 
 Running the same command again continues from the newest checkpoint (`train.resume: auto`): a finished
@@ -36,10 +36,11 @@ from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
 from zencli.tasks.base import Task, task_class
-from zencli.tasks.model import save_task_model
-from zencli.tasks.model_build import build_task_model
+from zencli.tasks.model_dir import save_task_model
+from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
+from zencli.train.threads import torch_threads
 
 MODEL_DIR = "model"
 
@@ -145,12 +146,13 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     lengths = np.array([len(r["input_ids"]) for r in records])
     data = LengthGroupedBatches(lengths, lambda ids: collate([records[i] for i in ids], pad_id=inputs.pad_id),
                                 seed=s.seed)
-    result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
-                   fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
-    final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
-                           result.elapsed_s, notes=notes)
-    if rank == 0:
-        _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
+    with torch_threads(s.num_threads):  # the dev/test scoring after training runs on the training's threads
+        result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
+                       fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
+        final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
+                               result.elapsed_s, notes=notes)
+        if rank == 0:
+            _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
     return final
 
 

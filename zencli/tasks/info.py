@@ -22,7 +22,7 @@ from zencli.model.checkpoint import CONFIG_NAME, NGRAM_NAME, VOCAB_NAME, load_ze
 from zencli.model.config import ZenConfig
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.model.sources import checkpoint_kind, load_pretrained
-from zencli.tasks.model import TASK_NAME, load_task_model, resolve_model_dir
+from zencli.tasks.model_dir import TASK_NAME, load_task_model, resolve_model_dir
 
 KINDS = {"released": "released ZEN", "bert": "BERT checkpoint"}
 PRETRAIN_RESULTS = "results.json"  # zencli.tasks.pretraining.RESULTS_NAME, beside the run's model/

@@ -170,8 +170,8 @@ class LeaveOneOut:
 
     A test sentence finds its words in that lexicon only if they occur in the training data; a training
     sentence would find every one of its own words there, and a model trained so learns that a word is
-    exactly a lexicon match and misses unknown words (PD98 CWS: OOV recall 36.5% with the training words as
-    n-grams, 71.6% without). So each training sentence sees an added n-gram only if the *other* training
+    exactly a lexicon match and misses unknown words (measured: docs/design.md, "Leave-one-out n-grams"). So
+    each training sentence sees an added n-gram only if the *other* training
     sentences hold it at least `min_count` times: its count minus the sentence's own occurrences, the
     condition a test sentence meets. N-grams of the lexicon the model came with are never hidden.
     """

@@ -6,13 +6,6 @@ their context by character offsets, and a question none of whose answers could b
 `trainable=False`: it is left out of training but kept (and scored against its answer texts) in
 evaluation.
 
-Inputs: the question and the context go through the model's tokenizer with character offsets
-(`Tokenizer.tokenize`: one token per Chinese character, WordPiece elsewhere), so every token knows the
-characters of the context it covers. A context too long for one input is read in windows
-`[CLS] question [SEP] context[s:e] [SEP]` whose starts advance by `task.stride` tokens (BERT's
-doc_stride; default half the room a window has for context); the question is never cut — a question
-that leaves no room for context is an error naming it.
-
 Training: the first located answer's characters map to a token span; each window whose context holds
 the whole span is trained to point at it, every other window to [CLS] (position 0, as BERT does), so
 the model learns which window holds the answer. Loss and decoding only consider context positions (and
@@ -26,14 +19,7 @@ cut from the original context by its character offsets. `max_answer_length` is l
 training data: the longest training answer in characters, used as the bound in tokens (a token covers at
 least one character, so no span as long as a training answer is excluded); it is saved with the model.
 
-Prediction input: JSON lines `{"id": …, "question": …, "context": …}` (id optional: the line number).
-Output (`zen predict --format`):
-- json: `{"id": …, "answer": …, "start": …, "end": …}`, start/end character offsets into the context
-  (`context[start:end] == answer`);
-- text: `answer<TAB>start<TAB>end` (TABs and line breaks inside the answer written as spaces).
-An empty input line gives an empty output line (json: every field null). Evaluation (`zen evaluate
-MODEL --data FILE`) scores the answers as the prediction file {question id: answer} would be, with the
-CMRC 2018 script's EM/F1 or, with `task.metric: squad` (saved with the model), SQuAD v1.1's.
+More: docs/design.md, "Machine reading comprehension".
 """
 
 from __future__ import annotations

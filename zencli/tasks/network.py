@@ -1,5 +1,5 @@
 """The fine-tuned task model as a torch module: an encoder (ZEN 2.0 / ZEN 1.0 / BERT, `ZenModel`) and/or
-CHTE, then the task's head. Building a new one: zencli.tasks.model_build; its directory: zencli.tasks.model.
+CHTE, then the task's head. Building a new one: zencli.tasks.network_build; its directory: zencli.tasks.model_dir.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Prediction with a fine-tuned model: streaming text through it, and scoring it on gold data.
 
-    loaded = load_task_model("runs/ner/model")                 # zencli.tasks.model
+    loaded = load_task_model("runs/ner/model")                 # zencli.tasks.model_dir
     for chunk in predict_chunks(loaded, read_stream(sys.stdin.buffer), fmt="json"):
         sys.stdout.write("".join(line + "\\n" for line in chunk))
 
@@ -23,7 +23,7 @@ import torch
 
 from zencli.atomic_write import atomic_write_path
 from zencli.errors import ZenError
-from zencli.tasks.model import LoadedModel, load_task_model
+from zencli.tasks.model_dir import LoadedModel, load_task_model
 from zencli.tasks.scoring import Evaluation
 from zencli.text.reading import decode_lines
 

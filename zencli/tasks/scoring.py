@@ -6,34 +6,12 @@ Two steps, so that predictions can come from a file or from a model in memory:
     preds = read_predictions("pred.tsv", gold)                    # or a model's output, see below
     evaluation = score_predictions(gold, preds.items, pred_name=preds.path, pred_format=preds.format)
 
-What `score_predictions` takes as predictions (`items`), per task:
-- cws, pos, ner: one `TaggedSentence` per gold sentence (its chars and predicted labels: B/M/E/S for
-  cws, joint `B-TAG` for pos, entity labels for ner). A model wraps its labels in a TaggedSentence
-  with the gold sentence's chars.
-- dc, sa, spm, nli: one label (str) per gold example.
-- qa: one score (float, the positive class's probability) per gold candidate line.
-- mrc: a mapping question id -> answer text.
-
-Prediction files (`read_predictions`):
-- cws / pos / ner: any format the readers accept for the task (detected independently of the gold
-  file: SIGHAN lines or char-level BMES for cws, char-level joint labels or word/TAG for pos,
-  char-level CoNLL or the \\x02 variant for ner; for word-level gold, the same word-level format).
-  Word-level gold is scored by word: ner entities read as conlleval reads them, pos by word accuracy. For
-  cws a file without any space is read as SIGHAN lines of one word each (a system that segmented nothing),
-  never as unsegmented text.
-- dc / sa / spm / nli: a *label list* — a file none of whose lines holds a TAB (and that is not JSON
-  lines): one label per line, line i for gold example i — or a file in the gold file's format (then its
-  texts must be the gold texts, example by example).
-- qa: one score per line, line i for gold candidate i (the NLPCC-DBQA released format); the F1 of the
-  positive class counts a candidate as predicted positive iff its score >= 0.5.
-- mrc: one JSON object `{question id: answer text}` (the CMRC 2018 prediction format).
-In the list formats (labels, scores) trailing blank lines are ignored; a blank line before the last
-prediction is an error, since it would shift every later prediction.
-
 Alignment is checked before anything is scored: a different number of sentences/examples is an error
 naming both files and both counts; a tagging sentence whose characters differ names both lines.
 Predicted labels that the gold data never uses (or, for a model, that its label set lacks) are counted
 per label in `Evaluation.unseen_labels`; they score as errors and never crash anything.
+
+More: docs/design.md, "Scoring predictions".
 """
 
 from __future__ import annotations
@@ -203,7 +181,7 @@ def is_label_list(path: str | Path) -> bool:
 
 
 def read_predictions(path: str | Path, gold: GoldData, fmt: str = "auto") -> Predictions:
-    """Read a prediction file for `gold.task` (formats in the module docstring); `fmt` overrides the
+    """Read a prediction file for `gold.task` (formats: docs/design.md, "Scoring predictions"); `fmt` overrides the
     detection where the task has formats to choose from (tagging and classification files)."""
     task, p = gold.task, str(path)
     if task in TAGGING:
@@ -404,7 +382,7 @@ def score_predictions(
     notes: Sequence[str] = (),
     metric: str | None = None,
 ) -> Evaluation:
-    """Score predictions (shapes in the module docstring) against gold data with the task's metric.
+    """Score predictions (shapes: docs/design.md, "Scoring predictions") against gold data with the task's metric.
 
     `train_words` (cws only) adds the OOV/IV figures. `known_labels` is the label set unseen predicted
     labels are counted against: by default `gold.labels` (a model passes its own label set). `metric`

@@ -11,7 +11,7 @@ from pathlib import Path
 from zencli.data.readers import TaggedSentence
 from zencli.data.segmenters import Segmenter, Span
 from zencli.errors import ZenError
-from zencli.tasks.model import TASK_NAME, load_task_model
+from zencli.tasks.model_dir import TASK_NAME, load_task_model
 from zencli.text.tokenizer import CONTINUATION
 from zencli.text.vocab import SPECIAL_TOKENS
 

@@ -10,41 +10,19 @@ Head: `TokenClassificationHead` over the characters (not [CLS]/[SEP]), decoded b
 `task.constrained` (the default) decoding only produces label sequences the scheme allows
 (`allowed_transitions`), for softmax too (Viterbi over the per-char probabilities).
 
-Long sentences are never truncated: a sentence with more than max_seq_len − 2 characters is read in
-windows of at most that many characters.
-- training: each window is one example, and windows are cut at word/entity boundaries (before a char
-  whose label may begin a sequence), so they do not overlap and each one's labels are well formed on
-  their own. Only a chunk longer than a whole window forces a cut inside it; a constrained CRF then
-  labels that window from the first label allowed to start a sequence to the last one allowed to end
-  it (the chars left out still give the encoder context);
-- prediction: windows start `stride` characters apart (`plan_windows`, they overlap), every window is
-  encoded, each character takes its emission scores from the window where it has the most context on
-  both sides (`merge_token_predictions`), and the whole sentence is decoded in one pass, so the output is
-  well formed across window boundaries too.
+Long sentences are never truncated: they are read in windows of at most max_seq_len − 2 characters, cut at
+word/entity boundaries for training and overlapping for prediction, where each character is scored in the
+window that gives it the most context and the whole sentence is decoded in one pass (so the output is well
+formed across window edges too).
 
-Word-level data (`TaggedSentence.level == "word"`: one label per word, e.g. Arabic CoNLL NER or treebank
-POS; the level is learned from the training file and saved in the task state): each word becomes the
-pieces the model's tokenizer makes of it (`InputPipeline.word_pieces`), the word's label sits on its first
-piece, and the other pieces carry no label: the loss skips them and the CRF chain runs over first pieces
-only (`TokenClassificationHead` gathers the labelled positions), so decoding yields one label per word.
-`task.word_labels: continuation` labels every piece instead (`continuation_labels`: a POS word's pieces
-all take its tag; an entity word's pieces mark the same entity, `B-X I-X…` for a word that begins it, the
-last piece `E-X` where the word ends it in IOBES/BMES), the CRF runs over all pieces, and each word's label
-comes back from its pieces (`word_label_of_pieces`: the first piece's, with the end of an IOBES/BMES chunk
-told by the last). First-piece labelling is the default because it measured better: PD98 with gold words
-(a word's characters are its pieces, 1.64 per word), a 2 × 64 ZEN 2.0 from scratch, 400 steps, 2 seeds,
-test split by `zen evaluate` — POS word accuracy 80.50 vs 79.82, NER conlleval F1 75.89 vs 72.30
-(docs/results.md, "Word-level labels"). Windows are planned over
-pieces; training windows are cut only before a word. Word-level pos labels are plain tags (no scheme, no
-constraints); prediction input lines are cut into words as the tokenizer does (white space, and each
-punctuation char alone), and output keeps character offsets into the input line.
+Word-level data (one label per word, e.g. Arabic CoNLL NER): each word becomes its tokenizer pieces and the
+label sits on the first piece (`task.word_labels: first`, the default: it measured better) or on every piece
+(`continuation`).
 
-Output (`zen predict --format`): text — cws: words separated by spaces; pos: `word/TAG`; ner: the input
-with `[entity]/TYPE` marked inline —, json (one object per line: text + words or entities with start/end
-character offsets), conll (char<TAB>label lines, a blank line after each sentence). White space in a line
-to predict is no token: the model reads the other characters (as in training, whose files hold none),
-nothing tags it (conll output has no line for it), and it cuts words and entities (none holds or is only
-white space); text and json output keep it where it was.
+Output (`zen predict --format`): text (cws: spaced words; pos: `word/TAG`; ner: `[entity]/TYPE` inline), json
+(character offsets) or conll (char<TAB>label).
+
+More: docs/design.md, "Character tagging".
 """
 
 from __future__ import annotations
@@ -83,7 +61,7 @@ from zencli.text.labels import (
 
 Span = tuple[int, int, str]
 WORD_LABELS = ("first", "continuation")  # `task.word_labels`
-DEFAULT_WORD_LABELS = "first"  # what `task.word_labels: null` means (measured: module docstring)
+DEFAULT_WORD_LABELS = "first"  # what `task.word_labels: null` means (measured: docs/design.md, "Character tagging")
 
 
 class TaggingTask(Task):

@@ -185,7 +185,7 @@ def labels_from_spans(n: int, spans: Iterable[Span], scheme: str) -> list[str]:
 
 # Well-formed sequences as regular expressions over the labels joined by "\n" (with a final "\n"); the
 # backreference keeps one type per chunk, and group 1 may be empty, so untyped labels (CWS) match too.
-# Matching in C is ~10x faster than a Python loop over a 1.3M-label file.
+# Matching in C, not a Python loop over the labels: a 1.3M-label file is checked in a fraction of the time.
 _WELL_FORMED: dict[Scheme, re.Pattern[str]] = {
     "BIO": re.compile(r"(?:O\n|B(-[^\n]+|)\n(?:I\1\n)*)*"),
     "IOBES": re.compile(r"(?:O\n|S(?:-[^\n]+)?\n|B(-[^\n]+|)\n(?:I\1\n)*E\1\n)*"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -85,6 +86,19 @@ def decoding(errors: str) -> Iterator[Replaced]:
         yield replaced
     finally:
         _policy.update(saved)
+
+
+@contextmanager
+def text_decoding(errors: str | None) -> Iterator[None]:
+    """Every text the block reads is decoded with `errors` (None: strict); what was replaced is one line on
+    stderr at the end, also when the command fails later (the count is still true)."""
+    with decoding(errors or "strict") as replaced:
+        try:
+            yield
+        finally:
+            line = replaced.summary()
+            if line:
+                print(f"zen: {line}", file=sys.stderr)
 
 
 def encoding_errors() -> str:

@@ -16,15 +16,7 @@ Persian ی) as ي. Each maps one char to one char or to nothing, so offsets into
 dropped mark stays inside its word's span. The setting is stored with the vocabulary (vocab.json) and a
 fine-tuned model's inputs (task.json), so training, evaluation and prediction normalise alike.
 
-Two paths give the same token strings (tests check it on random text):
-- `tokens()` / `encode()` / `char_pieces()`: the hot path for lexicon extraction and pretraining data.
-  One compiled regex splits text into runs of CJK and whitespace-free words; CJK runs are split with
-  C-level list operations, and words, which repeat (punctuation, numbers, Latin words), are normalised once
-  and cached.
-- `tokenize()`: also carries, for every token, `start`/`end` into the *original* string. Lower-casing and
-  NFD change lengths, so each normalised character remembers which original character it came from; a
-  token's span runs from its first to its last source character, plus combining marks dropped right after
-  it (so "é" written as e + U+0301 maps to both code points).
+More: docs/design.md, "Tokenization".
 """
 
 from __future__ import annotations

@@ -19,20 +19,7 @@ global random generator (a resumed run restores the position, not a generator in
 An optional `skip(n)` moves the position past the next n batches without building them (O(1) for the
 two sources here); `PrefetchedBatches` needs it to run more than one worker.
 
-`PrefetchedBatches` runs a source in worker processes (torch's DataLoader): batches are built ahead
-while the model trains, reach the training process through shared memory, are copied into pinned
-memory on CUDA (so `to_device` copies them asynchronously), and `state()` still describes the position
-after the last batch the loop consumed, whatever the workers read ahead. The loop wraps its source in
-one when `data_workers` says so (`prefetch`).
-
-`IndexedBatches` covers any indexable dataset: epoch e visits the items in the order of a permutation
-seeded by (seed, e); the position is (epoch, index into that permutation), so seeking is O(1). Every
-micro-step takes the next micro_batch_size × world_size items of that stream and process `rank` keeps
-its slice, which makes the global batch independent of the number of processes. Batches run across
-epoch boundaries, so no item is dropped and every batch has the same size.
-
-`LengthGroupedBatches` is the same with batches of examples of similar length (sorted within groups
-of steps), for data whose lengths vary: a batch is padded to its longest example.
+More: docs/design.md, "Resumable batch sources".
 """
 
 from __future__ import annotations

@@ -12,72 +12,17 @@
     data = IndexedBatches(examples, collate, seed=1)   # or any ResumableBatches (see zencli.train.data)
     result = train(model, loss_fn, data, TrainSettings(lr=1e-4, max_steps=1000, output_dir=Path("runs/x")))
 
-`train(model, loss_fn, data, settings, *, eval_fn=None, on_eval=None, fingerprint_extra=None,
-console=None, show_progress=True, watch=None) -> TrainResult`
-
-- `loss_fn(model, batch) -> (loss, metrics, n_tokens)`: `loss` is the mean loss of the micro-batch (a
-  0-d tensor to backpropagate); `metrics` maps names to a number or a 0-d tensor (averaged over
-  micro-batches) or a `(numerator, denominator)` pair (summed separately: exact token-level
-  accuracies); `n_tokens` counts the tokens of the batch (for tokens/s). The same keys every call.
-  It runs under autocast; the loop scales by 1/grad_accum, backpropagates and steps.
-- `data`: a `ResumableBatches` (configure / state / load_state / __iter__). The loop configures it with
-  this process's micro-batch size (`batch_size` is global: processes × grad_accum × micro-batch) and
-  rank, restores its position when resuming, and saves its `state()` in every checkpoint.
-- `eval_fn(model) -> dict[str, float]`: runs on rank 0 every `eval_every` steps and at the end, with the
-  model in eval mode, under no_grad and autocast; RNG states are restored afterwards so evaluating does
-  not change the training trajectory. With `best_metric` set, `checkpoints/best.pt` holds the weights of
-  the best evaluation and `patience` evaluations without improvement stop the run.
-  `on_eval(step, metrics, improved)` is called on rank 0 after each evaluation (e.g. to export the best
-  model).
-- `fingerprint_extra`: plain data that must match for a checkpoint to be resumed (model config, data
-  files, task). The fingerprint also covers the trajectory settings (`settings.FINGERPRINT_KEYS`), the
-  resolved precision and every parameter's name and shape.
-- `watch`: a `BaselineWatch` (zencli.train.progress): once a share of the planned steps is done, a train
-  metric that has not moved clearly past its baseline (a pretraining's MLM loss still at the unigram
-  loss) gets a loud warning, a `{"kind": "warning"}` record in metrics.jsonl and an entry in
-  `TrainResult.warnings`.
-
-Each optimizer step: learning rate from the linear warm-up/decay schedule; `grad_accum` micro-batches
-(forward under autocast, backward; DDP syncs dense gradients on the last one, sparse embedding
-gradients are averaged after it); unscale (fp16); clip the global norm; AdamW (dense) + LazyAdamW
-(row-sparse tables) step; zero gradients. Then, as due: log (rank 0: progress, metrics.jsonl,
-TensorBoard), evaluate, checkpoint (atomic, keep the last `keep_last`; always at the end).
-
-A step that neither logs, evaluates nor saves makes no host sync of its own (the loss function and a
-row-sparse table's gradient may): losses, metrics, token counts and gradient norms are summed where they
-are (device tensors on the device, Python numbers on the host) and read at the next log step. So a
-gradient norm that became inf/nan in bf16/fp32 is found before the next log, evaluation or checkpoint —
-never written into one — and the run stops there with an error naming the steps. fp16 checks every
-step instead: its grad scaler skips the overflowing updates (and syncs to do so anyway).
-
-With `ema_decay`, an exponential moving average of the weights follows every optimizer step
-(torch.optim.swa_utils.AveragedModel): evaluations score the average, best.pt holds it, checkpoints carry
-it for resuming, and `model` ends the run holding the averaged weights.
-
-With `max_minutes`, the run fits its step count and LR schedule into that wall-clock budget after timing
-its first steps, and stops at the budget at the latest (zencli.train.budget); `max_steps` is the cap.
-The warm-up follows `schedule.plan_warmup`: `warmup_steps` as given (shortened, with a note, only beyond
-half the fitted run), `warmup_ratio` as a share of the fitted steps (a note below `WARMUP_FLOOR`).
-
-Outputs in `output_dir`: run.json (resolved settings + fingerprint), metrics.jsonl, checkpoints/,
-tensorboard/. Resuming (`resume: auto`, the default) continues from the newest checkpoint there: model,
-optimizer moments, grad scaler, RNG states of every process and data positions are restored, so the
-continued run produces the losses an uninterrupted run would (bit for bit in fp32 on CPU with the same
-thread count); metrics.jsonl records written after that checkpoint are dropped. A directory holding
-another run (different fingerprint) is refused unless `overwrite` is set.
-
-SIGTERM and SIGINT stop the run gracefully (zencli.signals): the optimizer step in progress finishes
-(and whatever logging, evaluation or checkpoint it is due), a checkpoint of it is written in the usual
-atomic format, and `train` raises `Interrupted` ("interrupted at step N: checkpoint saved; run the same
-command to resume"; the CLI exits 143 or 130). Resuming from it continues bit for bit as above. Every
-process stops after the same step (`distributed.StopVote`: one step after the signal when there are
-several). A second signal stops at once. The handlers are the run's own and restored when `train` returns.
-
-Seeding: the loop seeds python/numpy/torch with `seed + rank` at the start of a fresh run. Seed before
-building the model (`seed_everything`) to make its initialisation reproducible too.
+One loop for every job, so pretraining and fine-tuning share its guarantees: `batch_size` is global (processes
+× grad_accum × micro-batch); a resumed run continues exactly where the checkpoint left off (model, optimizer,
+RNG states, data position); evaluation runs on rank 0 and can keep the best weights or stop early; a
+wall-clock budget (`max_minutes`) fits the step count; and steps that neither log, evaluate nor save make no
+host sync of their own. SIGTERM / SIGINT finish the step, save a checkpoint and stop (zencli.signals).
 
 The loop's parts: window.py (the sums between log lines), run_dir.py (the checkpoint to resume, the output
 directory), early_stopping.py (the best evaluation, patience), ema.py (the weight average).
+
+The contract of `loss_fn`, `data`, `eval_fn` and the rest, and what each step does: docs/design.md, "The
+training loop".
 """
 
 from __future__ import annotations
@@ -123,6 +68,7 @@ from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
 from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import LinearWarmupDecay, plan_warmup
 from zencli.train.settings import TrainSettings
+from zencli.train.threads import torch_threads
 from zencli.train.window import LogWindow
 
 LossFn = Callable[[nn.Module, Any], tuple[torch.Tensor, dict[str, Any], Any]]
@@ -159,8 +105,9 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
         raise TypeError("data must implement ResumableBatches (configure, state, load_state, __iter__)")
     ctx = D.setup(settings.device)
     try:
-        return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
-                        console, show_progress, watch).run()
+        with torch_threads(settings.num_threads):  # restored afterwards: the caller's threads stay its own
+            return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
+                            console, show_progress, watch).run()
     finally:
         D.teardown(ctx)
 
@@ -190,8 +137,6 @@ class _Trainer:
 
     def _prepare(self) -> dict | None:
         s, ctx = self.s, self.ctx
-        if s.num_threads:
-            torch.set_num_threads(s.num_threads)
         self.model.to(ctx.device)
         self.model.train()
         self.precision = resolve_precision(s.precision, ctx.device)

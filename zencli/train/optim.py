@@ -1,10 +1,9 @@
 """Optimizers: AdamW with BERT's weight-decay exclusions, and a row-sparse ("lazy") AdamW for big tables.
 
-Why a second optimizer: ZEN's n-gram table has 100k–260k rows (and the char table 21k), but one batch
-touches a few hundred of them. With a dense gradient every step pays for a zero-filled [rows, H]
-gradient and a dense AdamW update reading and writing four [rows, H] tensors — 11.6% of a released-code
-training step. `mark_sparse_embeddings` switches large, untied `nn.Embedding` tables to sparse
-gradients (only the looked-up rows), and `LazyAdamW` updates only those rows.
+The lazy one exists because ZEN's n-gram table has 100k–260k rows but a batch touches a few hundred: a dense
+gradient and a dense AdamW update of the whole table every step cost a large share of a step (measured:
+docs/design.md). `mark_sparse_embeddings` gives large, untied tables sparse gradients; `LazyAdamW` updates
+only the rows a batch touched.
 
 Semantics of LazyAdamW versus dense AdamW (same as TensorFlow's LazyAdam, plus decoupled decay):
 - A row's moments, weight decay and bias correction advance only in steps whose gradient holds that
@@ -22,6 +21,8 @@ step is not held up by them — except that a sparse gradient must be coalesced 
 before its norm or its rows mean anything, and the number of distinct rows is data-dependent: one sync
 per row-sparse table per step. Dense AdamW is torch's fused kernel when every parameter is on a GPU; on
 the CPU it is torch's default for-loop implementation (unchanged, so CPU runs resume bit for bit).
+
+More: docs/design.md, "Optimizers".
 """
 
 from __future__ import annotations

@@ -13,29 +13,13 @@ N-grams are matched on the corrupted sequence and every n-gram covering a masked
 whole n-gram masking the masked unit is usually itself a lexicon n-gram, which would otherwise be
 matched in the clean text and hand the answer over.
 
-Sharding and determinism. The tokenized documents are cut, in corpus order, into *parts* of whole
-documents holding about `examples_per_shard` examples (estimated from document lengths; each part has
-at least two documents, so NSP can draw a random B inside it). Shard `round · n_parts + part` is made
-from part `part` with a generator seeded by (seed, round, part) alone: its bytes do not depend on the
-number of workers or on which shards were made before. A random B comes from another document of the
-same part (BERT draws from the whole corpus; a part holds thousands of documents at the default size).
-
-Resuming. A shard folder appears only complete (temp folder + rename, see `zencli.data.shards`), and
-`manifest.json` is rewritten after each one. A run first lists the complete shards whose fingerprint
-matches (the fingerprint covers every setting that changes the bytes: corpus, vocab and lexicon
-contents, tokenizer, segmenter and generation settings; not `workers`) and makes only the missing ones,
-so an interrupted run finishes with exactly the shards a clean run makes. An output folder made with
-other settings is an error unless `overwrite=True`.
-
-Bad input is a one-line ZenError: corpus files holding no text, a corpus of one document (NSP needs
-two), a lexicon most of whose n-grams contain tokens the vocabulary lacks (they could never be matched;
-when at most half are affected, their number is reported in the manifest as `lexicon.unmatched_ngrams`).
-
 One module per stage: settings.py (PretrainDataSettings, checks of the vocabulary and lexicon) ·
 corpus.py (read and tokenize, plan the parts) · examples.py (pairs, masking, n-gram slots: one shard's
 columns) · workers.py (make and write shards, in this process or a pool) · resume.py (fingerprint,
 manifest, what an earlier run left) · report.py (result, totals, progress, summary table) ·
 generate.py (`generate_shards`, which runs them in order).
+
+More: docs/design.md, "Pretraining examples".
 """
 
 from zencli.data.pretraining.corpus import TokenizedCorpus, plan_parts, tokenize_corpus

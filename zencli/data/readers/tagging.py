@@ -12,29 +12,11 @@ Formats (`fmt`):
 - `word-tab` (pos): `word<TAB>TAG` one word per line, a blank line after each sentence → joint labels.
 - `raw` (all): unlabelled text for prediction, one sentence per line, every char kept.
 
-Word-level files (one label per *word*, for models whose tokenizer splits words into pieces, e.g. Arabic;
-`TaggedSentence.level == "word"`, its `chars` are then the words):
-- `conll-word` (pos, ner): `word<TAB>label` (or one run of spaces), one word per line, a blank line after
-  each sentence, `-DOCSTART-` skipped. ner labels in IOB1, IOB2/BIO, IOBES or BMES (an IOB1 file, whose
-  entities start with `I-`, is read as IOB2: the same entities, conlleval's reading); pos labels are
-  plain tags (`NOUN`, `DET+NOUN`), one per word.
-- `word-slash` (pos) when the words hold no CJK character: `word/TAG` tokens, one tag per word.
-- `conllu` (pos): CoNLL-U / CoNLL-X, the layout of the Arabic treebanks (PADT, CATiB / ATB): 10 TAB
-  columns `ID FORM LEMMA UPOS XPOS …`, `#` comment lines, a blank line after each sentence; the tag is
-  UPOS (XPOS where UPOS is `_`); multi-word token lines (`1-2`) and empty nodes (`1.1`) are skipped, so
-  the words are the treebank's (ATB-tokenized, clitics split) syntactic words.
-
 In the line-per-sentence formats (sighan, x02, word-slash, raw) an empty line is an empty sentence, kept so
 that output written line by line has the input's line count; in the blank-line-separated formats
 (conll, word-tab) blank lines only end sentences.
 
-Detection (`fmt="auto"`) looks at the first 50 non-blank lines: any U+0002 → x02; a `-DOCSTART-` line
-→ conll; at least half the
-lines shaped `token<sep>label` with a label shaped for the task → conll, or conll-word when a token of
-the sample has more than one char; pos: a line of 10 TAB fields starting with a word id → conllu; at
-least half the lines with two TAB fields → word-tab (conll-word when the sample has no CJK char), at least
-half the lines made of `word/TAG` tokens → word-slash; cws: at least half the lines of two or more chars
-contain whitespace → sighan; otherwise raw.
+More: docs/design.md, "Token-level files".
 """
 
 from __future__ import annotations
@@ -153,7 +135,7 @@ def _has_cjk(texts: list[str]) -> bool:
 
 
 def detect_tagging_format(path: str | Path, task: str) -> str:
-    """The format of a cws/pos/ner file, from its first non-blank lines (rules in the module docstring)."""
+    """The format of a cws/pos/ner file, from its first non-blank lines (rules: docs/design.md, "Token-level files")."""
     sample = [t for _, t in sample_lines(path)]
     if any("\x02" in t for t in sample):
         return "x02"

@@ -11,7 +11,7 @@ from zencli.data.shards import IGNORE_INDEX
 from zencli.train.progress import BaselineWatch
 
 # How far (nats) below the unigram MLM loss the train MLM loss must be to count as learning: runs stuck at the
-# plateau sit within ~0.1 of it (a GPU run stuck at 6.48 vs 6.56; reports/ablation-ner's pretrainings at steps 250-350).
+# plateau sit within ~0.1 of it (docs/design.md, "Pretraining").
 PLATEAU_MARGIN = 0.2
 
 

@@ -16,7 +16,7 @@ from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
 from zencli.tasks.pretraining.heldout import unigram_baseline
-from zencli.tasks.pretraining.model import model_and_objective
+from zencli.tasks.pretraining.network import model_and_objective
 from zencli.tasks.pretraining.objective import plateau_watch
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData, load_prepared, prepare
 from zencli.tasks.pretraining.results import PretrainResult, save_model, tokens_per_s, write_results
@@ -29,6 +29,7 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
     from zencli.train import distributed as D
     from zencli.train.checkpoint import CheckpointDir
     from zencli.train.precision import autocast, resolve_precision
+    from zencli.train.threads import torch_threads
 
     console = console or Console(stderr=True)
     ctx = D.setup(cfg.train.device)  # joins the process group now, so the ranks can wait for rank 0
@@ -47,19 +48,22 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
         scores: dict[str, Any] = {"baseline": None, "initial": None}
         if ctx.is_main and data.heldout is not None:
             scores = _scores_before_training(model, eval_fn, data, fresh, precision, ctx.device, say)
-        result, last_eval = _train(cfg, s, model, loss_fn, eval_fn, data, scores["baseline"], console, show_progress)
-        if not ctx.is_main:
-            return PretrainResult(out, None, result.step, result.start_step, result.elapsed_s, tokens_per_s(result), {})
+        with torch_threads(s.num_threads):  # the final scoring runs on the training's threads
+            result, last_eval = _train(cfg, s, model, loss_fn, eval_fn, data, scores["baseline"], console,
+                                       show_progress)
+            if not ctx.is_main:
+                return PretrainResult(out, None, result.step, result.start_step, result.elapsed_s,
+                                      tokens_per_s(result), {})
 
-        # Stage 4, on rank 0: the final held-out scores, the model and results.json.
-        scores["final"] = last_eval.get("metrics") if last_eval.get("step") == result.step else None
-        if data.heldout is not None and scores["final"] is None:  # resumed a finished run: nothing was evaluated
-            with autocast(result.precision, ctx.device):
-                scores["final"] = eval_fn(model, data.heldout)
-        model_dir = save_model(cfg, model, prepared, out)
-        results = write_results(cfg, s, prepared, data, model_dir, result, n_params, scores)
-        return PretrainResult(out, model_dir, result.step, result.start_step, result.elapsed_s, tokens_per_s(result),
-                              results)
+            # Stage 4, on rank 0: the final held-out scores, the model and results.json.
+            scores["final"] = last_eval.get("metrics") if last_eval.get("step") == result.step else None
+            if data.heldout is not None and scores["final"] is None:  # resumed a finished run: nothing was evaluated
+                with autocast(result.precision, ctx.device):
+                    scores["final"] = eval_fn(model, data.heldout)
+            model_dir = save_model(cfg, model, prepared, out)
+            results = write_results(cfg, s, prepared, data, model_dir, result, n_params, scores)
+            return PretrainResult(out, model_dir, result.step, result.start_step, result.elapsed_s,
+                                  tokens_per_s(result), results)
     finally:
         D.teardown(ctx)
 
