@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from tests.conftest import REF, needs_shared
-from tests.test_train_fixtures import build, collate, lm_loss, make_examples
+from tests.helpers_train import build, collate, lm_loss, make_examples
 from zencli import signals
 from zencli.atomic_write import atomic_write, atomic_write_text
 from zencli.errors import WriteError, ZenError
@@ -28,7 +28,7 @@ from zencli.train.checkpoint import load_checkpoint
 from zencli.train.distributed import launch_local
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = [sys.executable, "-m", "tests.test_train_fixtures"]
+SCRIPT = [sys.executable, "-m", "tests.helpers_train"]
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
