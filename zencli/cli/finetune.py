@@ -77,6 +77,9 @@ def finetune(
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; one GPU "
                                "each on CUDA; train.batch_size stays the global batch). Or use torchrun."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    compare_scratch: bool = typer.Option(False, "--compare-scratch", help="After the run from --model, train the "
+                                         "task's small from-scratch model at the same budget (into OUTPUT/scratch) "
+                                         "and report both (OUTPUT/compare-scratch.json)."),
 ) -> None:
     """Fine-tune on a task: CWS / POS / NER and more, from scratch or from a pretrained model.
 
@@ -111,7 +114,16 @@ def finetune(
     from zencli.train.distributed import launches
 
     if launches(nproc, cfg.train.device):
+        if compare_scratch:
+            raise ZenError("--compare-scratch: runs in one process; leave out --nproc")
         _launch(cfg, nproc, quiet, to_dict)
+        return
+    if compare_scratch:
+        from zencli.jobs.compare_scratch import compare_scratch as run_both
+
+        comparison = run_both(cfg, console=err_console, show_progress=not quiet)
+        report(comparison.pretrained, ws)
+        report_comparison(comparison)
         return
     from zencli.tasks.finetune import run_finetune
 
@@ -167,6 +179,26 @@ def report(result, ws: Workspace | None = None) -> None:
         console.print(f"predict with: {escape(ws.command('predict < input.txt'))}", highlight=False)
         return
     console.print(f"predict with: zen predict {escape(str(result.model_dir))} < input.txt", highlight=False)
+
+
+def report_comparison(comparison) -> None:
+    """The pretrained and the scratch run side by side (task metric, in points)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    data = comparison.report
+    table = Table(title=f"{escape(str(data['task']))}: pretrained vs from scratch, same data and budget "
+                        f"({escape(str(data['metric']))})")
+    for col in ("run", "model", "steps", "dev", "test"):
+        table.add_column(col, justify="right" if col in ("steps", "dev", "test") else "left")
+    for row in data["runs"]:
+        table.add_row(row["run"], escape(row["model"]), f"{row['steps']:,}",
+                      *("–" if row[s] is None else f"{100 * row[s]:.2f}" for s in ("dev", "test")))
+    console.print(table)
+    gain = ", ".join(f"{s} {100 * g:+.2f}" for s, g in data["pretrained_gain"].items() if g is not None)
+    if gain:
+        console.print(f"pretraining gains: {gain} points", highlight=False)
+    console.print(f"comparison: {escape(str(comparison.path))}", highlight=False)
 
 
 class _Escaped:
