@@ -130,6 +130,14 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
         "examples": len(records),
     }
+    warnings = []
+    if spec.encoder is not None:  # CHTE from characters builds its vocabulary from this very data
+        found = coverage(task, splits.train.examples, inputs.vocab, inputs.settings)
+        unk = unk_warning(found, cfg.model.extend_vocab)
+        if unk:
+            warnings.append(unk)
+        elif found is not None and found.unknown:
+            notes.append(found.describe())
     n_labels = len(task.state().get("labels", []))
     say(f"[bold]{task.name}[/bold] ({escape(task.description)}) · {escape(spec.source)} · "
         + (f"{n_labels} labels · " if n_labels else "") +
@@ -139,11 +147,6 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     baseline = majority_baseline(task, splits.train, splits.dev)
     say(escape(plan_line(s, steps_per_epoch, baseline)), highlight=False, soft_wrap=True)
-    warnings = []
-    if spec.encoder is not None:  # CHTE from characters builds its vocabulary from this very data
-        unk = unk_warning(coverage(task, splits.train.examples, inputs.vocab, inputs.settings),
-                          cfg.model.extend_vocab)
-        warnings += [unk] if unk else []
     for text in warnings:
         say(warning_panel(text))
 

@@ -59,6 +59,10 @@ class Coverage:
     def share(self) -> float:
         return self.unknown / self.total if self.total else 0.0
 
+    def describe(self) -> str:
+        return (f"{self.unknown:,} of {self.total:,} training {self.unit} ({self.share:.1%}) "
+                f"{'are' if self.unit == 'characters' else 'start with'} [UNK]")
+
 
 def coverage(task: Task, examples: Sequence[Any], vocab: Vocab, settings: InputSettings) -> Coverage | None:
     """The training data's [UNK] share under `vocab` and what is missing; None when the task cannot say how
@@ -174,9 +178,7 @@ def unk_warning(found: Coverage | None, extend_vocab_key: int | None) -> str | N
     if found is None or found.share <= UNK_WARN_SHARE:
         return None
     distinct = len(found.missing)
-    what = (f"{found.unknown:,} of {found.total:,} training {found.unit} ({found.share:.1%}) "
-            f"{'are' if found.unit == 'characters' else 'start with'} [UNK]: the model's vocabulary does not "
-            f"cover this text, and all of them share one embedding row")
+    what = f"{found.describe()}: the vocabulary does not cover this text, and all of them share one embedding row"
     if extend_vocab_key is None:
         return (f"{what}. model.extend_vocab: K (e.g. --set model.extend_vocab=2) adds the {distinct:,} missing "
                 f"tokens seen at least K times to the vocabulary")
