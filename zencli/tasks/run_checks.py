@@ -40,8 +40,12 @@ def majority_baseline(task: Task, train: GoldData, dev: GoldData | None) -> Base
     return Baseline(what, task.main_metric, float(evaluation.main_score))
 
 
-def _num(x: float) -> str:
-    return f"{x:.0e}".replace("e-0", "e-") if x < 0.01 else f"{x:g}"
+def format_lr(x: float) -> str:
+    """A learning rate as people write it: 1e-3, 3.3e-4, 0.01 (two significant digits)."""
+    if x >= 0.01 or x == 0:
+        return f"{x:g}"
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
 def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None) -> str:
@@ -52,7 +56,7 @@ def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None) -> str:
         warm = f"warm-up {s.warmup_ratio:.0%} of the steps"
     else:
         warm = "no warm-up"
-    parts = [f"lr {_num(s.lr)} ({warm}, then linear decay)", f"batch {s.batch_size}"]
+    parts = [f"lr {format_lr(s.lr)} ({warm}, then linear decay)", f"batch {s.batch_size}"]
     steps = f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs)"
     if s.max_minutes is not None:
         steps = f"budget {s.max_minutes:g} min (steps fitted to it, at most {s.max_steps:,})"
@@ -62,7 +66,8 @@ def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None) -> str:
     else:
         stop = (f"early stopping after {s.patience} evaluations without a better dev {s.best_metric}"
                 if s.patience else "no early stopping")
-        parts.append(f"dev every {s.eval_every:,} steps keeps the best {s.best_metric}; {stop}")
+        every = "step" if s.eval_every == 1 else f"{s.eval_every:,} steps"
+        parts.append(f"dev every {every} keeps the best {s.best_metric}; {stop}")
     if baseline is not None:
         parts.append(f"dev {baseline.metric} of the majority baseline ({baseline.what}): {100 * baseline.score:.2f}")
     return "plan: " + " · ".join(parts)
@@ -73,9 +78,10 @@ def end_warnings(*, steps: int, best_step: int | None, best_value: float | None,
     """Warnings about a finished run (module docstring); [] when it looks sound."""
     out = []
     if best_step is not None and steps >= 10 and best_step <= EARLY_BEST_SHARE * steps:
+        lower = format_lr(float(f"{lr / 3:.0e}"))  # a third, to one digit: 1e-3 → 3e-4
         out.append(f"the best dev score came at step {best_step:,} of {steps:,}, in the first "
                    f"{EARLY_BEST_SHARE:.0%} of the run: later steps only made dev worse. The learning rate "
-                   f"({_num(lr)}) is likely too high for this data (try --lr {_num(lr / 3)}), or the run far "
+                   f"({format_lr(lr)}) is likely too high for this data (try --lr {lower}), or the run far "
                    f"longer than it needs")
     if baseline is not None and best_value is not None and best_value <= baseline.score:
         out.append(f"dev {baseline.metric} never beat the majority baseline ({baseline.what}): best "
