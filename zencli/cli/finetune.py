@@ -66,6 +66,9 @@ def finetune(
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; one GPU "
                                "each on CUDA; train.batch_size stays the global batch). Or use torchrun."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    compare_scratch: bool = typer.Option(False, "--compare-scratch", help="After the run from --model, train the "
+                                         "task's small from-scratch model at the same budget (into OUTPUT/scratch) "
+                                         "and report both (OUTPUT/compare-scratch.json)."),
 ) -> None:
     """Fine-tune on a task: CWS / POS / NER and more, from scratch or from a pretrained model.
 
@@ -80,8 +83,13 @@ def finetune(
 
     options = {**keyed_options(finetune, locals()), "train.overwrite": True if overwrite else None}
     job, result = run_training("finetune", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
-                               console=err_console, out=console)
-    if result is not None:
+                               console=err_console, out=console, compare_scratch=compare_scratch)
+    if result is None:
+        return
+    if compare_scratch:
+        report(result.pretrained, job.workspace)
+        report_comparison(result)
+    else:
         report(result, job.workspace)
 
 
@@ -106,6 +114,26 @@ def report(result, ws: Workspace | None = None) -> None:
         console.print(f"predict with: {escape(ws.command('predict < input.txt'))}", highlight=False)
         return
     console.print(f"predict with: zen predict {escape(str(result.model_dir))} < input.txt", highlight=False)
+
+
+def report_comparison(comparison) -> None:
+    """The pretrained and the scratch run side by side (task metric, in points)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    data = comparison.report
+    table = Table(title=f"{escape(str(data['task']))}: pretrained vs from scratch, same data and budget "
+                        f"({escape(str(data['metric']))})")
+    for col in ("run", "model", "steps", "dev", "test"):
+        table.add_column(col, justify="right" if col in ("steps", "dev", "test") else "left")
+    for row in data["runs"]:
+        table.add_row(row["run"], escape(row["model"]), f"{row['steps']:,}",
+                      *("–" if row[s] is None else f"{100 * row[s]:.2f}" for s in ("dev", "test")))
+    console.print(table)
+    gain = ", ".join(f"{s} {100 * g:+.2f}" for s, g in data["pretrained_gain"].items() if g is not None)
+    if gain:
+        console.print(f"pretraining gains: {gain} points", highlight=False)
+    console.print(f"comparison: {escape(str(comparison.path))}", highlight=False)
 
 
 class _Escaped:

@@ -150,6 +150,9 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
     # rows; frequency = count in training): cws/pos the words, ner the entities, sentence tasks the PMI
     # n-grams of the training texts; 2..8 tokens; null: off
     training_ngrams: int | None = None
+    # add the characters / word pieces of the training data that the vocabulary lacks and that are seen at
+    # least this many times (new char embedding rows: zencli.tasks.training_vocab); null: off
+    extend_vocab: int | None = None
     chte: ChteSection = field(default_factory=ChteSection)
 
     def validate(self) -> None:
@@ -167,6 +170,8 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
                 raise ZenError(f"{key}: expected a probability in [0, 1) or null, got {p}")
         if self.training_ngrams is not None and self.training_ngrams < 1:
             raise ZenError(f"training_ngrams: expected a minimum count >= 1 or null, got {self.training_ngrams}")
+        if self.extend_vocab is not None and self.extend_vocab < 1:
+            raise ZenError(f"extend_vocab: expected a minimum count >= 1 or null, got {self.extend_vocab}")
 
 
 @dataclass

@@ -362,12 +362,18 @@ class CharIds:
             out[k] = i
         return out
 
-    def _lookup(self, c: str) -> int:
-        ids = self.vocab.token_ids
-        norm = c.translate(self._norm) if self._norm else c  # a dropped char ("") falls back to c below
+    def normal_form(self, c: str) -> str:
+        """The form of `c` looked up first (normalised, lower-cased, accents stripped as set); "" when
+        normalising drops it. A token added for `c` is spelled so (`model.extend_vocab`)."""
+        norm = c.translate(self._norm) if self._norm else c
         norm = norm.lower() if self.lowercase else norm
         if self.strip_accents:
             norm = "".join(d for d in unicodedata.normalize("NFD", norm) if unicodedata.category(d) != "Mn")
+        return norm
+
+    def _lookup(self, c: str) -> int:
+        ids = self.vocab.token_ids
+        norm = self.normal_form(c)  # a dropped char ("") falls back to c below
         forms = [norm, c] if norm and norm != c else [c]
         if self.width_fallback:
             forms += [v for f in forms for v in width_variants(f)]

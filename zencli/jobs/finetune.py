@@ -115,12 +115,21 @@ def use_model_files(cfg: FinetuneConfig, options: dict[str, Any]) -> None:
         cfg.model.ngram = None
 
 
-def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console=None):
+def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console=None,
+            compare_scratch: bool = False):
     """Fine-tune here (`zencli.tasks.finetune.run_finetune`), or start `nproc` processes on the recipe written to
-    the output directory. Returns the FinetuneResult where this process reports it, else None."""
+    the output directory. Returns the FinetuneResult where this process reports it, else None.
+    `compare_scratch`: also train the task's small from-scratch model at the same budget; returns the
+    comparison (`zencli.jobs.compare_scratch`)."""
     from zencli.jobs.common import launch, reports
     from zencli.train.distributed import launches
 
+    if compare_scratch:
+        if launches(nproc, cfg.train.device):
+            raise ZenError("--compare-scratch: runs in one process; leave out --nproc")
+        from zencli.jobs.compare_scratch import compare_scratch as run_both
+
+        return run_both(cfg, console=console, show_progress=not quiet)
     if launches(nproc, cfg.train.device):
         import yaml
 

@@ -45,14 +45,16 @@ def training_job(command: str, recipe: str | None, overrides: list[str], options
 
 
 def run_training(command: str, recipe: str | None, overrides: list[str], options: dict[str, Any],
-                 workdir: Path | None, *, nproc: int = 1, quiet: bool = False, console: Any, out: Any
-                 ) -> tuple[Job, Any]:
+                 workdir: Path | None, *, nproc: int = 1, quiet: bool = False, console: Any, out: Any,
+                 compare_scratch: bool = False) -> tuple[Job, Any]:
     """`zen <command>`: its job (`training_job`, notes on `console`) and the result where this process reports
-    it (None: the step had already run, said on `out`, or another process reports)."""
+    it (None: the step had already run, said on `out`, or another process reports). `compare_scratch`
+    (finetune): the result is the comparison with a from-scratch model (`jobs.compare_scratch`)."""
     job = training_job(command, recipe, overrides, options, workdir, console=console)
     if job.finished:
         out.print(job.finished, markup=False, highlight=False, soft_wrap=True)
         return job, None
     run_job = {"pretrain": pretrain.run_job, "finetune": finetune.run_job}[command]
+    extra = {"compare_scratch": True} if compare_scratch else {}
     with text_decoding(job.cfg.data.encoding_errors):
-        return job, run_job(job.cfg, nproc=nproc, quiet=quiet, console=console)
+        return job, run_job(job.cfg, nproc=nproc, quiet=quiet, console=console, **extra)

@@ -126,6 +126,14 @@ class Task(ABC):
         the training text instead of labelled units; None: no such texts (labelled units, or neither)."""
         return None
 
+    def vocab_units(self, examples: Sequence[Any]) -> tuple[str, Counter[str]] | None:
+        """How the text of training `examples` meets the vocabulary, for `model.extend_vocab` and the [UNK]
+        warning (zencli.tasks.training_vocab): ("chars", counts) when each char is looked up alone,
+        ("words", counts) when each word goes through the tokenizer, ("texts", counts) for running text;
+        None: this task cannot say."""
+        texts = self.training_texts(examples)
+        return None if texts is None else ("texts", Counter(texts))
+
     def data_notes(self, gold: GoldData) -> list[str]:
         """Things worth telling the user about a file this task will train or evaluate on."""
         return [f"{gold.path}: {n}" for n in gold.info.notes]
@@ -183,6 +191,12 @@ class Task(ABC):
         if fmt not in self.output_formats:
             raise ZenError(f"--format {fmt!r}: task {self.name} writes {', '.join(self.output_formats)}")
         return fmt
+
+    def baseline_predictions(self, train: GoldData, examples: Sequence[Any]) -> tuple[str, list[Any]] | None:
+        """What the training data's label counts alone predict for `examples` (the majority baseline a
+        fine-tuning must beat), in `predict`'s shape, with a few words saying what it is; None: no such
+        baseline for this task."""
+        return None
 
     def scores(self, evaluation: Evaluation) -> dict[str, float]:
         """The numbers the training loop logs and selects on (the main metric among them)."""

@@ -289,6 +289,13 @@ class ClassificationTask(WindowedTask):
         counts = Counter(e.label for e in gold.examples if e.label is not None and e.label not in self.labels)
         return dict(sorted(counts.items()))
 
+    def baseline_predictions(self, train: GoldData, examples: Sequence[Any]) -> tuple[str, list[Classified]]:
+        """Every example labelled with the most frequent training label (ties: first in sorted order)."""
+        counts = Counter(e.label for e in train.examples if e.label is not None)
+        label = min(counts, key=lambda lab: (-counts[lab], lab))
+        return f"always {label!r}, the most frequent training label", [Classified(label, None, None)
+                                                                      for _ in examples]
+
     # --- model --------------------------------------------------------------------------------------
     def build_head(self, hidden_size: int) -> SequenceClassificationHead:
         cls = SentencePairClassificationHead if self.pair else SequenceClassificationHead

@@ -38,8 +38,11 @@ from zencli.errors import ZenError
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.model_dir import save_task_model
 from zencli.tasks.network_build import build_task_model
+from zencli.tasks.run_checks import Baseline, end_warnings, majority_baseline, plan_line
 from zencli.tasks.scoring import Evaluation, GoldData
+from zencli.tasks.training_vocab import coverage, unk_warning
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
+from zencli.train.progress import warning_panel
 from zencli.train.threads import torch_threads
 
 MODEL_DIR = "model"
@@ -56,6 +59,8 @@ class FinetuneResult:
     dev: Evaluation | None = None
     test: Evaluation | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # at the start ([UNK] share) and the end (run_checks)
+    baseline: Baseline | None = None  # the majority baseline's dev score
 
 
 def _file_id(path: Path | None) -> Any:
@@ -126,6 +131,14 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
         "examples": len(records),
     }
+    warnings = []
+    if spec.encoder is not None:  # CHTE from characters builds its vocabulary from this very data
+        found = coverage(task, splits.train.examples, inputs.vocab, inputs.settings)
+        unk = unk_warning(found, cfg.model.extend_vocab)
+        if unk:
+            warnings.append(unk)
+        elif found is not None and found.unknown:
+            notes.append(found.describe())
     n_labels = len(task.state().get("labels", []))
     say(f"[bold]{task.name}[/bold] ({escape(task.description)}) · {escape(spec.source)} · "
         + (f"{n_labels} labels · " if n_labels else "") +
@@ -133,6 +146,10 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs of {steps_per_epoch:,})", highlight=False)
     for note in notes:
         say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+    baseline = majority_baseline(task, splits.train, splits.dev)
+    say(escape(plan_line(s, steps_per_epoch, baseline)), highlight=False, soft_wrap=True)
+    for text in warnings:
+        say(warning_panel(text))
 
     def loss_fn(m, batch):
         loss, metrics = m(batch)
@@ -150,9 +167,14 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
                        fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
         final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
-                               result.elapsed_s, notes=notes)
+                               result.elapsed_s, notes=notes, warnings=warnings, baseline=baseline)
         if rank == 0:
             _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
+            late = end_warnings(steps=result.step, best_step=result.best_step, best_value=result.best_value,
+                                baseline=baseline, lr=s.lr)
+            for text in late:
+                say(warning_panel(text))
+            final.warnings += late
     return final
 
 

@@ -29,6 +29,7 @@ from zencli.tasks.inputs import BigramTable, InputPipeline, InputSettings
 from zencli.tasks.model_dir import TASK_NAME, ModelSpec, load_task_model
 from zencli.tasks.network import TaskModel
 from zencli.tasks.training_ngrams import grow_lexicon
+from zencli.tasks.training_vocab import apply_extend_vocab
 from zencli.text.tokenizer import sidecar_normalize
 from zencli.text.vocab import SPECIAL_TOKENS, Vocab, read_sidecar
 
@@ -37,8 +38,9 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
                      ) -> tuple[TaskModel, InputPipeline, ModelSpec]:
     """A new task model for `cfg` (weights: pretrained where given, fresh elsewhere; seed first).
 
-    The task's `train_examples` give CHTE from characters its char and bigram tables, and
-    `model.training_ngrams` its words, entities or texts (`Task.lexicon_units`, `Task.training_texts`)."""
+    The task's `train_examples` give CHTE from characters its char and bigram tables,
+    `model.training_ngrams` its words, entities or texts (`Task.lexicon_units`, `Task.training_texts`), and
+    `model.extend_vocab` the tokens its vocabulary lacks (`Task.vocab_units`)."""
     m = cfg.model
     word_level = getattr(task, "level", "char") == "word"
     if word_level and m.encoder == "chte" and m.pretrained is None:
@@ -49,10 +51,16 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     source = load_encoder(m, cfg.task.max_seq_len)
     notes: list[str] = []
     vocab, side = _vocab(m, source, train_sentences, notes)
+    settings = _input_settings(cfg, source, side)
+    if m.extend_vocab is not None:
+        if train_examples is None:
+            raise ValueError("model.extend_vocab needs the training examples")
+        vocab, grown_vocab = apply_extend_vocab(source.encoder, vocab, m.extend_vocab, task, train_examples,
+                                                settings)
+        notes += grown_vocab
     lexicon = Lexicon.load(source.ngram) if source.ngram is not None else None
     if lexicon is not None:
         notes += _unmatchable_note(lexicon, vocab, source)
-    settings = _input_settings(cfg, source, side)
     leave_one_out = None
     if m.training_ngrams is not None:
         if lexicon is None or source.encoder is None:

@@ -165,6 +165,29 @@ class TaggingTask(Task):
         sep = " " if self.level == "word" else ""
         return Counter(sep.join(s.chars[a:b]) for s in examples if s.labels for a, b, _ in self.units(s.labels))
 
+    def vocab_units(self, examples: Sequence[TaggedSentence]) -> tuple[str, Counter[str]]:
+        return ("words" if self.level == "word" else "chars"), Counter(c for s in examples for c in s.chars)
+
+    def baseline_predictions(self, train: GoldData, examples: Sequence[TaggedSentence]
+                             ) -> tuple[str, list[list[str]]]:
+        """Each token (char, or word) tagged with its most frequent training label; unseen ones with the most
+        frequent label overall (ties: the label first in sorted order)."""
+        counts: dict[str, Counter[str]] = {}
+        overall: Counter[str] = Counter()
+        for s in train.examples:
+            for c, lab in zip(s.chars, s.labels or []):
+                counts.setdefault(c, Counter())[lab] += 1
+                overall[lab] += 1
+
+        def top(c: Counter[str]) -> str:
+            return min(c, key=lambda lab: (-c[lab], lab))
+
+        best = {c: top(n) for c, n in counts.items()}
+        default = top(overall) if overall else "O"
+        unit = "word" if self.level == "word" else "char"
+        return (f"most frequent training tag of each {unit}",
+                [[best.get(c, default) for c in s.chars] for s in examples])
+
     def units(self, labels: Sequence[str]) -> list[Span]:
         """The (start, end, tag) units that labels mark: words; entities for ner."""
         if self.level == "word":
@@ -279,11 +302,10 @@ class TaggingTask(Task):
         if pieces is not None:
             n_words = sum(len(first) for _, first in pieces)
             n_pieces = sum(len(ids) for ids, _ in pieces)
-            unk = sum(int((ids[first] == inputs.vocab.unk_id).sum()) for ids, first in pieces)
             where_ = "the first" if self.word_labels == "first" else "every one (continuation labels)"
+            # words starting with [UNK]: a warning of zen finetune when many (zencli.tasks.training_vocab)
             notes.append(f"{n_words:,} training words became {n_pieces:,} word pieces "
-                         f"({n_pieces / max(n_words, 1):.2f} per word; the label sits on {where_}); "
-                         f"{unk:,} words start with [UNK]")
+                         f"({n_pieces / max(n_words, 1):.2f} per word; the label sits on {where_})")
         return records, notes
 
     def check_level_of(self, examples: Sequence[TaggedSentence]) -> None:

@@ -90,6 +90,11 @@ class BaselineWatch:
         return value > self.baseline + self.margin
 
 
+def warning_panel(text: str) -> Panel:
+    """A warning that must not be missed: bold red in a red box (the text is plain, never markup)."""
+    return Panel(Text(text, style="bold red"), title="WARNING", title_align="left", border_style="bold red")
+
+
 class ProgressDisplay:
     """Live bar on a terminal, one line per logging window elsewhere; `enabled=False` shows nothing."""
 
@@ -140,8 +145,7 @@ class ProgressDisplay:
 
     def warn(self, text: str) -> None:
         """A warning that must not be missed: bold red in a red box, printed even when the display is off."""
-        self.console.print(Panel(Text(text, style="bold red"), title="WARNING", title_align="left",
-                                 border_style="bold red"))
+        self.console.print(warning_panel(text))
 
     def close(self) -> None:
         if self._progress is not None:

@@ -5,6 +5,8 @@ Formats (`fmt`):
 - `conll` (cws, pos, ner): one char per line, `char<TAB>label` (or one run of spaces instead of the TAB),
   a blank line after each sentence; `-DOCSTART-` lines are skipped. Labels: cws `B/M/E/S` (`B/I/E/S`
   is read with I→M), pos joint `B-TAG` (I→M likewise), ner `O`/`B-X`… in BIO, IOBES or BMES.
+- `conll-seg` (ner): `conll` whose chars each carry a word-position digit, `中0<TAB>B-PER.NAM` (Weibo NER's
+  `weiboNER_2nd_conll.*` files: 0 begins a word, 1, 2… continue it); the digit is dropped, one label per char.
 - `x02` (cws, pos, ner): one sentence per line, `chars<TAB>labels`, both lists joined by U+0002
   (`中\\x02国<TAB>B-LOC\\x02E-LOC`).
 - `word-slash` (pos): one sentence per line, `word/TAG` tokens separated by whitespace, split on the
@@ -55,7 +57,7 @@ TAGGING_TASKS = ("cws", "pos", "ner")
 TAGGING_FORMATS: dict[str, tuple[str, ...]] = {
     "cws": ("sighan", "conll", "x02", "raw"),
     "pos": ("conll", "conll-word", "conllu", "word-tab", "word-slash", "x02", "raw"),
-    "ner": ("conll", "conll-word", "x02", "raw"),
+    "ner": ("conll", "conll-seg", "conll-word", "x02", "raw"),
 }
 LEVELS = ("char", "word")
 _CHECKS: dict[str, Callable[[str], str]] = {"cws": check_cws_label, "pos": check_pos_label,
@@ -67,10 +69,11 @@ _LABEL_SHAPE = {
     "pos": re.compile(r"[A-Za-z]-\S+\Z"),
     "ner": re.compile(r"(O|[A-Za-z]-\S+)\Z"),
 }
-_TOKEN_LINES = ("conll", "conll-word")  # formats with one token a line, a sentence's lines in a row
+_TOKEN_LINES = ("conll", "conll-seg", "conll-word")  # formats with one token a line, a sentence's lines in a row
 _SENTENCE_LINES = ("sighan", "x02", "word-slash", "raw")  # one sentence a line
 _SLASH_TOKEN = re.compile(r".+/[^/\s]+\Z")
 _CONLLU_ID = re.compile(r"[0-9]+(?:[-.][0-9]+)?\Z")
+_SEG_TOKEN = re.compile(r"\S[0-9]\Z")  # conll-seg: a char and its word-position digit (Weibo NER)
 
 
 @dataclass
@@ -143,14 +146,16 @@ def detect_tagging_format(path: str | Path, task: str) -> str:
     shape = _LABEL_SHAPE[task]
     conll = 0
     multi = False  # a token of more than one char: one label per word
+    seg = task == "ner"  # every token a char and a digit: Weibo NER's word positions (conll-seg)
     for t in sample:
         parts = _split_char_line(t)
         if len(parts) == 2 and shape.match(parts[1].strip()) and parts[0] != "-DOCSTART-":
             if len(parts[0]) == 1 or task != "cws":
                 conll += 1
                 multi |= len(parts[0]) > 1
+                seg &= bool(_SEG_TOKEN.match(parts[0]))
     if conll >= half or any(t.startswith("-DOCSTART-") for t in sample):
-        return "conll-word" if multi else "conll"
+        return ("conll-seg" if seg else "conll-word") if multi else "conll"
     if task == "pos":
         rows = [t.split("\t") for t in sample if not t.startswith("#")]
         if rows and any(len(r) == 10 and _CONLLU_ID.match(r[0]) for r in rows):
@@ -190,14 +195,15 @@ class _LabelChecker:
         return norm
 
 
-def _read_conll(path: Path, check: _LabelChecker, source: str) -> Iterator[TaggedSentence]:
+def _read_conll(path: Path, check: _LabelChecker, source: str, seg: bool = False) -> Iterator[TaggedSentence]:
+    """`conll`; with `seg` (conll-seg) each token is a char followed by its word-position digit, dropped."""
     chars: list[str] = []
     labels: list[str] = []
     start = 0
     seen = check.seen
     for lineno, text in iter_lines(path):
         # Fast path for the common `X<TAB>LABEL` line with an already-validated label.
-        if len(text) > 2 and text[1] == "\t":
+        if not seg and len(text) > 2 and text[1] == "\t":
             norm = seen.get(text[2:])
             if norm is not None:
                 if not chars:
@@ -217,6 +223,11 @@ def _read_conll(path: Path, check: _LabelChecker, source: str) -> Iterator[Tagge
             raise ZenError(f"{where(path, lineno)}: expected 2 columns char<TAB>label, got {len(parts)} "
                            f"in {show(text)}")
         ch, lab = parts
+        if seg:
+            if not _SEG_TOKEN.match(ch):
+                raise ZenError(f"{where(path, lineno)}: expected a character and its word-position digit in "
+                               f"column 1 (conll-seg, e.g. 中0), got {show(ch)}")
+            ch = ch[0]
         if len(ch) != 1:
             raise ZenError(f"{where(path, lineno)}: expected one character in column 1 of a char-level "
                            f"file, got {show(ch)} ({len(ch)} chars); for one label per word pass "
@@ -396,6 +407,7 @@ def read_tagging(path: str | Path, task: str, fmt: str = "auto") -> tuple[list[T
         checker.check = check_word_tag
     readers: dict[str, Callable[[], Iterator[TaggedSentence]]] = {
         "conll": lambda: _read_conll(p, checker, source),
+        "conll-seg": lambda: _read_conll(p, checker, source, seg=True),
         "conll-word": lambda: _read_conll_word(p, checker, source),
         "conllu": lambda: _read_conllu(p, checker, source),
         "x02": lambda: _read_x02(p, checker, source),
@@ -409,6 +421,8 @@ def read_tagging(path: str | Path, task: str, fmt: str = "auto") -> tuple[list[T
         sentences = list(readers[fmt]())
         info = ReadInfo(path=source, task=task, format=fmt, examples=len(sentences), labelled=fmt != "raw",
                         level=level)
+        if fmt == "conll-seg":
+            info.notes.append("each char's word-position digit (中0, 中1: Weibo NER's word segmentation) was dropped")
         if level == "word" and task == "ner":
             _iob1_to_iob2(sentences, info)
         _summarise(sentences, info, checker)
