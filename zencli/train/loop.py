@@ -24,7 +24,8 @@ console=None, show_progress=True, watch=None) -> TrainResult`
   this process's micro-batch size (`batch_size` is global: processes × grad_accum × micro-batch) and
   rank, restores its position when resuming, and saves its `state()` in every checkpoint.
 - `eval_fn(model) -> dict[str, float]`: runs on rank 0 every `eval_every` steps and at the end, with the
-  model in eval mode, under no_grad and autocast; RNG states are restored afterwards so evaluating does
+  model in eval mode, under no_grad, in `settings.eval_precision` (bf16 autocast; for int8 a quantized
+  copy of the model); RNG states are restored afterwards so evaluating does
   not change the training trajectory. With `best_metric` set, `checkpoints/best.pt` holds the weights of
   the best evaluation and `patience` evaluations without improvement stop the run.
   `on_eval(step, metrics, improved)` is called on rank 0 after each evaluation (e.g. to export the best
@@ -110,7 +111,14 @@ from zencli.train.optim import (
     mark_sparse_embeddings,
     unmark_sparse_embeddings,
 )
-from zencli.train.precision import autocast, grad_scaler, resolve_precision
+from zencli.train.precision import (
+    autocast,
+    grad_scaler,
+    inference_autocast,
+    inference_model,
+    resolve_inference_precision,
+    resolve_precision,
+)
 from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
 from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import LinearWarmupDecay, plan_warmup
@@ -186,6 +194,8 @@ class _Trainer:
         self.model.to(ctx.device)
         self.model.train()
         self.precision = resolve_precision(s.precision, ctx.device)
+        self.eval_precision, _ = resolve_inference_precision(s.eval_precision, ctx.device,
+                                                                key="train.eval_precision")
         self.sparse_tables = mark_sparse_embeddings(self.model, s.sparse_min_rows) if s.sparse_embeddings else []
         table_ids = {id(m.weight) for m in self.sparse_tables}
         self.sparse_names = [n for n, p in self.model.named_parameters() if id(p) in table_ids]
@@ -450,7 +460,8 @@ class _Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         tables = ", ".join(f"{n} {tuple(p.shape)}" for n, p in zip(self.sparse_names, self.sparse_params))
         where = f"resuming from step {start_step}" if start_step else "starting"
-        return (f"train: {where} · {n_params:,} parameters · {self.precision} on {ctx.device} · "
+        evals = f" (evaluations {self.eval_precision})" if self.eval_fn is not None else ""
+        return (f"train: {where} · {n_params:,} parameters · {self.precision}{evals} on {ctx.device} · "
                 f"{ctx.world_size} process(es) × {s.grad_accum} accum × {self.micro_batch} = batch {s.batch_size}"
                 + f" · warm-up {self.schedule.warmup_steps:,} of {self.total_steps:,} steps"
                 + f" · {describe_optimizers(self.optimizers)}"
@@ -549,8 +560,9 @@ class _Trainer:
         if ctx.is_main:
             scored.eval()
             try:
-                with torch.no_grad(), autocast(self.precision, ctx.device):
-                    metrics = {k: float(v) for k, v in self.eval_fn(scored).items()}
+                run = inference_model(scored, self.eval_precision)  # int8: a quantized copy, for this evaluation
+                with torch.no_grad(), inference_autocast(self.eval_precision, ctx.device):
+                    metrics = {k: float(v) for k, v in self.eval_fn(run).items()}
             finally:
                 self.model.train()
         metrics = D.broadcast_object(metrics, ctx)
