@@ -58,7 +58,8 @@ def conll(path: Path, n: int, seed: int) -> Path:
 def zen(*args: str, input: str | None = None) -> str:
     r = runner.invoke(app, list(args), input=input, catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    return r.output
+    # predict and evaluate write data to stdout (stderr says which precision `auto` picked)
+    return r.stdout if args[0] in ("predict", "evaluate") else r.output
 
 
 PRETRAIN = ["data.normalize=[diacritics,tatweel,alef,yaa]", "data.vocab_size=90", "data.ngram_min_freq=3",

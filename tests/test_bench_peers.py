@@ -11,13 +11,25 @@ from zencli.errors import ZenError
 
 def test_run_times_zen_encoders_and_reports_ratios() -> None:
     report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer", "train"], steps=1, warmup=0,
-                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0)
+                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0,
+                 precision="fp32")
     row = report["results"][0]
     for mode in ("infer", "train"):
-        assert set(row[mode]) == {"zen zen2", "zen bert"}
-        assert all(m["tokens_per_s"] > 0 for m in row[mode].values())
-        assert set(row[mode + "_ratios"]) == {"zen2 vs zen bert"}
+        assert {m["model"] for m in row[mode]} == {"zen zen2", "zen bert"}
+        assert all(m["tokens_per_s"] > 0 for m in row[mode])
+        assert set(row[mode + "_ratios"]) == {"zen2 vs zen bert, fp32"}
     assert report["settings"]["clock"] == "cpu"
+
+
+def test_precision_axis_times_int8_for_zen_inference_only() -> None:
+    report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer", "train"], steps=1, warmup=0,
+                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0)
+    assert report["settings"]["precisions"] == ["fp32", "bf16", "int8"]  # the CPU default
+    row = report["results"][0]
+    infer = {(m["model"], m["precision"]) for m in row["infer"]}
+    assert infer == {(n, p) for n in ("zen zen2", "zen bert") for p in ("fp32", "bf16", "int8")}
+    assert {m["precision"] for m in row["train"]} == {"fp32", "bf16"}
+    assert "zen2 vs zen bert, int8" in row["infer_ratios"] and "zen2 vs zen bert, int8" not in row["train_ratios"]
 
 
 def test_released_folder_without_the_released_code_is_a_one_line_error(tmp_path) -> None:
@@ -38,7 +50,8 @@ def test_cli_rejects_unknown_mode() -> None:
 def test_bf16_autocast_and_bad_precision() -> None:
     report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0,
                  batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="bf16")
-    assert report["settings"]["precision"] == "bf16" and report["results"][0]["infer"]["zen zen2"]["tokens_per_s"] > 0
+    assert report["settings"]["precisions"] == ["bf16"]
+    assert all(m["precision"] == "bf16" and m["tokens_per_s"] > 0 for m in report["results"][0]["infer"])
     with pytest.raises(ZenError, match="--precision"):
         run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0, batch=2,
             seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="fp8")

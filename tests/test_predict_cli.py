@@ -25,6 +25,7 @@ from tests.test_tasks_tagging import (
 )
 from zencli.cli.app import app
 from zencli.errors import ZenError
+from zencli.tasks.inference import load_for_inference
 from zencli.tasks.model_dir import load_task_model
 from zencli.tasks.predict import evaluate_model, predict_chunks, read_stream
 from zencli.text.labels import labels_from_spans
@@ -143,7 +144,7 @@ def test_files_crlf_bom_and_chunking_give_the_same_output(models, tmp_path):
     assert not list(out.parent.glob(".*tmp*"))
     assert predict(models["pos"], LINES, "--chunk-lines", "1", "--batch-size", "1") == expected
 
-    loaded = load_task_model(models["pos"])
+    loaded = load_for_inference(models["pos"], device="cpu")  # auto, as the command above
     lines = list(enumerate(LINES, 1))
     chunks = list(predict_chunks(loaded, lines, chunk_lines=2))
     assert [len(c) for c in chunks] == [2, 2, 1] and [x for c in chunks for x in c] == expected
@@ -192,7 +193,7 @@ def test_a_model_directory_works_on_its_own_through_a_real_pipe(models, tmp_path
 
 def test_evaluate_model_scores_like_finetune_did(models, tmp_path):
     dev = models["ner"].parents[1] / "ner.tsv"  # the file the model was evaluated on while training
-    evaluation = evaluate_model(models["ner"], dev)
+    evaluation = evaluate_model(load_for_inference(models["ner"], device="cpu"), dev)  # as train.eval_precision auto
     saved = json.loads((models["ner"] / "dev_scores.json").read_text(encoding="utf-8"))
     assert evaluation.task == "ner" and evaluation.main_score == pytest.approx(saved["main_score"])
     unseen = write(tmp_path / "unseen.tsv", ["北\tB-GPE", "京\tE-GPE", "的\tO", ""])

@@ -325,6 +325,7 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
 def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
     from zencli.tasks.finetune import run_finetune
+    from zencli.tasks.inference import set_precision
     from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import evaluate_model
 
@@ -333,7 +334,8 @@ def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, dev
     t0 = time.perf_counter()
     result = run_finetune(cfg, console=console, show_progress=show_progress)
     trained = time.perf_counter() - t0
-    evaluation = evaluate_model(load_task_model(result.model_dir, device=device), test)
+    # in `zen evaluate`'s default precision (auto), as the command would score it
+    evaluation = evaluate_model(set_precision(load_task_model(result.model_dir, device=device), "auto"), test)
     seconds = time.perf_counter() - t0
     scores = evaluation.to_dict()
     f1 = scores.get("f1")
@@ -363,6 +365,7 @@ def predict_lines(data: Path, n: int) -> list[str]:
 def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     """The NER model through `predict_stream` (as `zen predict --input IN --output OUT`), timed after loading."""
     from zencli.atomic_write import atomic_write_text
+    from zencli.tasks.inference import set_precision
     from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import predict_stream
     from zencli.text.reading import iter_lines
@@ -373,7 +376,7 @@ def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     source, target = folder / "input.txt", folder / "output.txt"
     atomic_write_text(source, "".join(line + "\n" for line in lines))
     t0 = time.perf_counter()
-    loaded = load_task_model(ws.finetuned_model(PREDICT_TASK), device=device)
+    loaded = set_precision(load_task_model(ws.finetuned_model(PREDICT_TASK), device=device), "auto")  # as zen predict
     load_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     with open(target, "w", encoding="utf-8", newline="\n") as out:

@@ -9,15 +9,16 @@ Peers, each only where it is available on this machine (zen ships none of their 
   attention: the same-size plain BERT.
 - zen's own `zen2` and `bert` encoders.
 
-Per size, on the same synthetic batches as `zen bench model` (on `device`, every model under the same
-`precision` autocast; seq_len tokens, `slots` n-gram slots of
-which ~40% per char are filled; the released model runs its n-gram tower on all `slots`, zen on the
-slots any row uses):
+Per size and precision, on the same synthetic batches as `zen bench model` (on `device`; fp32 and bf16
+autocast for every model; int8 — linear layers dynamically quantized, as `zen predict --precision int8`
+runs them — for zen's encoders and inference only; seq_len tokens, `slots` n-gram slots of which ~40% per
+char are filled; the released model runs its n-gram tower on all `slots`, zen on the slots any row uses):
 - inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included);
 - training: MLM + NSP pretraining step (forward, backward, clipping, optimizer step): dense AdamW for the
   peers; zen with its own optimizer setup (AdamW + row-sparse LazyAdamW for big tables).
-Rounds are interleaved in rotated order after `warmup` untimed rounds; ratios are medians of per-round
-ratios, timed by process CPU time with one thread (immune to other load), else by wall clock.
+Rounds are interleaved in rotated order (each round times every model in every precision) after `warmup`
+untimed rounds; ratios are medians of per-round ratios, timed by process CPU time with one thread (immune
+to other load), else by wall clock.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from zencli.bench.encoder_batches import make_batches, synthetic_chars
+from zencli.bench.encoder_batches import encoder_inputs, make_batches, synthetic_chars
 from zencli.bench.model import (
     BETAS,
     CLIP_NORM,
@@ -50,9 +51,10 @@ from zencli.errors import ZenError
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
 from zencli.train.optim import clip_grad_norm
-from zencli.train.precision import autocast
+from zencli.train.precision import autocast, quantize_int8
 
 PEERS = ("released", "hf-bert")
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def load_released(directory: Path) -> Any:
@@ -149,12 +151,70 @@ def hf_variant(size: ModelSize, vocab_size: int, seed: int, device: torch.device
     return PeerVariant("hf-bert", model, model.bert, train, infer, device)
 
 
+def precision_list(spec: str | list[str] | None, device: torch.device) -> list[str]:
+    """`fp32,bf16,int8` → the precisions to time (default: all three on CPU, fp32 and bf16 on CUDA)."""
+    if spec is None:
+        return list(PRECISIONS) if device.type == "cpu" else ["fp32", "bf16"]
+    items = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
+    bad = [p for p in items if p not in PRECISIONS]
+    if not items or bad:
+        raise ZenError(f"--precision: expected a comma-separated list of {', '.join(PRECISIONS)}, got "
+                       f"{','.join(items) if items else repr(spec)}")
+    if "int8" in items and device.type != "cpu":
+        raise ZenError(f"--precision: int8 (dynamic quantization) runs on CPUs only, not on {device}")
+    return list(dict.fromkeys(items))
+
+
+class Int8Encoder:
+    """zen's encoder with its linear layers dynamically quantized (as `zen predict --precision int8` runs it):
+    inference only, timed like `Variant.infer`."""
+
+    def __init__(self, variant: Variant):
+        self.encoder = quantize_int8(variant.model.bert)
+        self.has_ngrams, self.device = variant.has_ngrams, variant.device
+
+    def infer(self, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
+        inputs = encoder_inputs(batch, self.has_ngrams)
+        clock = Clock(self.device)
+        with torch.inference_mode():
+            self.encoder(batch["input_ids"], **inputs)
+        return clock.lap()
+
+
+def cases(names: list[str], mode: str, precisions: list[str]) -> list[tuple[str, str]]:
+    """(model, precision) pairs one round times: every model in every precision, int8 for zen's encoders
+    and for inference only (the peers have no int8 path of their own)."""
+    return [(n, p) for p in precisions for n in names
+            if p != "int8" or (mode == "infer" and n.startswith("zen "))]
+
+
+def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
+    """zen2 against every other model in the same precision; zen2 in each precision against the released
+    code's fp32 (or, without it, HF's / zen's BERT fp32): the speed a user gains by moving to zen."""
+    out: dict[str, float] = {}
+    zen = "zen zen2"
+    for (name, prec), t in times.items():
+        if name != zen and (zen, prec) in times:
+            out[f"zen2 vs {name}, {prec}"] = _ratio(t, times[(zen, prec)])
+    if ("hf-bert", "fp32") in times:
+        for prec in ("fp32", "bf16"):
+            if ("hf-bert", prec) in times and ("zen bert", prec) in times:
+                out[f"zen bert vs hf-bert, {prec}"] = _ratio(times[("hf-bert", prec)], times[("zen bert", prec)])
+    base = next((b for b in ("released zen2", "hf-bert") if (b, "fp32") in times), None)
+    if base is not None:
+        for (name, prec), t in times.items():
+            if name == zen:
+                out[f"zen2 {prec} vs {base} fp32"] = _ratio(times[(base, "fp32")], t)
+    return out
+
+
 def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[str], steps: int, warmup: int,
         batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int, threads: int, seed: int,
-        device: str = "cpu", precision: str = "fp32", log: Callable[[str], None] = lambda s: None,
+        device: str = "cpu", precision: str | list[str] | None = None, log: Callable[[str], None] = lambda s: None,
         advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
-    """Interleaved timings of zen2, zen's bert and the available peers per size; see the module docstring."""
+    """Interleaved timings of zen2, zen's bert and the available peers per size and precision (`precision`:
+    a comma-separated list of fp32, bf16, int8); see the module docstring."""
     if threads:
         torch.set_num_threads(threads)
     release_mod = load_released(released) if released is not None else None
@@ -163,8 +223,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ZenError("--device cuda: no CUDA device is available")
-    if precision not in ("fp32", "bf16"):
-        raise ZenError(f"--precision: expected fp32 or bf16, got {precision!r}")
+    precisions = precision_list(precision, dev)
     rng_batches = make_batches(max(2, steps), batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
                                vocab_size=vocab_size,
                                chars=synthetic_chars(batch * seq_len * 4, vocab_size, np.random.default_rng(seed)),
@@ -173,8 +232,9 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
         b["released_P"] = ngram_position_matrix(b["ngram_starts"], b["ngram_lengths"], b["ngram_freqs"], seq_len)
     rng_batches = [{k: t.to(dev) for k, t in b.items()} for b in rng_batches]
     by_cpu = threads == 1 and dev.type == "cpu"
-    n_variants = 2 + (release_mod is not None) + hf
-    on_total(len(sizes) * len(modes) * (warmup + steps) * n_variants)
+    names_all = ["zen zen2", "zen bert"] + (["released zen2"] if release_mod is not None else []) + (
+        ["hf-bert"] if hf else [])
+    on_total(len(sizes) * (warmup + steps) * sum(len(cases(names_all, m, precisions)) for m in modes))
     results = []
     for size in sizes:
         variants: dict[str, Any] = {}
@@ -186,40 +246,43 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
             variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed, dev)
         if hf:
             variants["hf-bert"] = hf_variant(size, vocab_size, seed, dev)
+        int8 = ({n: Int8Encoder(variants[n]) for n in ("zen zen2", "zen bert")}
+                if "int8" in precisions and "infer" in modes else {})
         names = list(variants)
         row: dict[str, Any] = {"size": size.name, "layers": size.layers, "hidden": size.hidden,
                                "ngram_layers": size.ngram_layers}
         for mode in modes:
-            times: dict[str, list[float]] = {n: [] for n in names}
+            todo = cases(names, mode, precisions)
+            times: dict[tuple[str, str], list[float]] = {c: [] for c in todo}
             for r in range(warmup + steps):
-                order = names[r % len(names):] + names[:r % len(names)]
+                order = todo[r % len(todo):] + todo[:r % len(todo)]
                 b = rng_batches[r % len(rng_batches)]
-                for name in order:
+                for name, prec in order:
                     v = variants[name]
-                    if isinstance(v, Variant):
+                    if prec == "int8":
+                        wall, cpu = int8[name].infer(b)
+                    elif isinstance(v, Variant):
                         if mode == "train":
-                            phases, _ = v.train_step(b, precision)
+                            phases, _ = v.train_step(b, prec)
                             wall, cpu = (sum(p[i] for p in phases.values()) for i in (0, 1))
                         else:
-                            wall, cpu = v.infer(b, precision)
+                            wall, cpu = v.infer(b, prec)
                     else:
-                        wall, cpu = v.train_step(b, precision) if mode == "train" else v.infer(b, precision)
+                        wall, cpu = v.train_step(b, prec) if mode == "train" else v.infer(b, prec)
                     if r >= warmup:
-                        times[name].append(cpu if by_cpu else wall)
-                    advance(f"{size.name} {mode}: {name}")
+                        times[(name, prec)].append(cpu if by_cpu else wall)
+                    advance(f"{size.name} {mode}: {name} {prec}")
             tokens = batch * seq_len
-            row[mode] = {n: {"tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)} for n, t in times.items()}
-            row[mode + "_ratios"] = {f"zen2 vs {n}": _ratio(times[n], times["zen zen2"])
-                                     for n in names if n != "zen zen2"}
-            if "hf-bert" in times:
-                row[mode + "_ratios"]["zen bert vs hf-bert"] = _ratio(times["hf-bert"], times["zen bert"])
+            row[mode] = [{"model": n, "precision": p, "tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)}
+                         for (n, p), t in times.items()]
+            row[mode + "_ratios"] = _ratios(times)
             log(f"{size.name} {mode}: " + ", ".join(f"{k} {v:.2f}×" for k, v in row[mode + "_ratios"].items()))
         results.append(row)
-        del variants
+        del variants, int8
     return {"settings": {"batch": batch, "seq_len": seq_len, "slots": slots, "ngram_rows": ngram_rows,
                          "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
                          "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
                          "released": str(released) if released else None, "hf": hf,
-                         "device": str(dev), "precision": precision,
+                         "device": str(dev), "precisions": precisions,
                          "torch": torch.__version__},
             "results": results}

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from zencli.cli import bench_ablation, bench_gpu, bench_lexicon, bench_matcher, bench_model, bench_peers, bench_speed
+from zencli.cli import (
+    bench_ablation,
+    bench_gpu,
+    bench_lexicon,
+    bench_matcher,
+    bench_model,
+    bench_peers,
+    bench_predict,
+    bench_speed,
+)
 from zencli.cli.common import reads_text
 
 app = typer.Typer(help="Measure speed and memory (lexicon, matcher, models, all at once), run the papers' ablations "
@@ -14,5 +23,6 @@ app.command("matcher")(reads_text(bench_matcher.matcher))
 app.command("model")(reads_text(bench_model.model))
 app.command("speed")(reads_text(bench_speed.speed))
 app.command("peers")(reads_text(bench_peers.peers))
+app.command("predict")(reads_text(bench_predict.predict))
 app.command("ablation")(reads_text(bench_ablation.ablation))
 app.command("gpu")(reads_text(bench_gpu.gpu))

@@ -23,7 +23,9 @@ def peers(
     ngram_rows: int = typer.Option(100_000, "--ngram-rows", help="Rows of the n-gram table."),
     threads: int = typer.Option(1, "--threads", help="Torch threads; with 1 on CPU, process CPU time is the clock."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 or bf16 (autocast, every model alike)."),
+    precision: str = typer.Option(None, "--precision", help="Comma-separated: fp32, bf16 (autocast, every model "
+                                  "alike), int8 (zen's encoders, inference; CPU). Default: all three on CPU, "
+                                  "fp32,bf16 on CUDA."),
     seed: int = typer.Option(0, "--seed"),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
@@ -49,17 +51,19 @@ def peers(
     s = report["settings"]
     for mode in mode_list:
         t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, "
-                        f"{s['precision']} on {s['device']}, "
+                        f"{', '.join(s['precisions'])} on {s['device']}, "
                         f"{s['threads']} thread(s), {s['clock']} clock")
-        for c in ("size", "model", "tokens/s", "ms", "zen2 speed ×"):
-            t.add_column(c, justify="left" if c in ("size", "model") else "right", no_wrap=True)
+        for c in ("size", "model", "precision", "tokens/s", "ms", "zen2 speed × (same precision)"):
+            t.add_column(c, justify="left" if c in ("size", "model", "precision") else "right", no_wrap=True)
         for r in report["results"]:
-            for name, m in r[mode].items():
-                ratio = r[mode + "_ratios"].get(f"zen2 vs {name}")
-                t.add_row(r["size"], name, f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
+            ratios = r[mode + "_ratios"]
+            for m in r[mode]:
+                ratio = ratios.get(f"zen2 vs {m['model']}, {m['precision']}")
+                t.add_row(r["size"], m["model"], m["precision"], f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
                           "" if ratio is None else f"{ratio:.2f}")
-            if "zen bert vs hf-bert" in r[mode + "_ratios"]:
-                ratio = r[mode + "_ratios"]["zen bert vs hf-bert"]
-                t.add_row(r["size"], "(zen bert vs hf-bert)", "", "", f"{ratio:.2f}")
+            for key, ratio in ratios.items():
+                if not key.startswith("zen2 vs "):  # zen's BERT vs HF's, zen2 in each precision vs fp32 peers
+                    t.add_row(r["size"], f"({key})", "", "", "", f"{ratio:.2f}")
+            t.add_section()
         console.print(t)
     write_json_report(json_path, report)

@@ -25,6 +25,11 @@ OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a
 WORKDIR_OPTION = typer.Option(
     None, "--workdir", "-w", show_default=False,
     help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
+PRECISION_OPTION = typer.Option(
+    "auto", "--precision",
+    help="Precision the model runs in: auto (bf16 on CUDA and on CPUs with bf16 instructions, else fp32; says "
+    "which), fp32, bf16 (autocast) or int8 (linear layers quantized on the fly; CPU only). The model's files "
+    "never change; docs/results.md gives the scores each loses.")
 
 
 ENCODING_ERRORS_HELP = ("Invalid UTF-8 in the text read: strict (an error naming the file, line and byte) or replace "

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import WORKDIR_OPTION, err_console
+from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
 from zencli.workspace import Workspace
 
@@ -28,6 +28,10 @@ def resolve_model(model: Optional[Path], model_option: Optional[Path], workdir: 
             raise ZenError("--workdir: the workspace only picks the model when MODEL is not given; give one of them")
         return chosen
     return Workspace.at(workdir).latest_finetuned()
+
+
+def _say(text: str) -> None:
+    err_console.print(text, highlight=False, soft_wrap=True)  # stderr: stdout is data
 
 
 def predict(
@@ -49,25 +53,19 @@ def predict(
     chunk_lines: Optional[int] = typer.Option(None, "--chunk-lines", help="Lines read, predicted and written at a "
                                               "time (default 256; 1 when reading a terminal)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    precision: str = PRECISION_OPTION,
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
     Usage: zen predict [MODEL] < input.txt > output.txt   (no MODEL: the latest `zen finetune` of the workspace)"""
-    import torch
-
-    from zencli.tasks.model_dir import load_task_model
+    from zencli.tasks.inference import load_for_inference
     from zencli.tasks.predict import STDIN, predict_stream, predict_to_file, read_stream
     from zencli.text.reading import iter_lines
 
-    if device not in ("auto", "cpu", "cuda"):
-        raise ZenError(f"--device: expected auto, cpu or cuda, got {device!r}")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ZenError("--device: cuda requested but torch sees no CUDA GPU")
-    dev = "cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu"
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
     path = resolve_model(model, model_option, workdir)
-    loaded = load_task_model(path, device=dev)
+    loaded = load_for_inference(path, device=device, precision=precision, say=_say)
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
         from rich.markup import escape
 

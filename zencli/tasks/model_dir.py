@@ -70,13 +70,15 @@ class ModelSpec:
 
 @dataclass
 class LoadedModel:
-    """A task model ready to predict: module (eval mode), task, inputs, spec, directory."""
+    """A task model ready to predict: module (eval mode), task, inputs, spec, directory, and the precision
+    its forward runs in (fp32, bf16 or int8: zencli.tasks.inference.set_precision)."""
 
     model: TaskModel
     task: Task
     inputs: InputPipeline
     spec: ModelSpec
     path: Path
+    precision: str = "fp32"
 
 
 def save_task_model(model: TaskModel, inputs: InputPipeline, spec: ModelSpec, directory: str | Path) -> Path:

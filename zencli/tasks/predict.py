@@ -26,6 +26,7 @@ from zencli.errors import ZenError
 from zencli.tasks.model_dir import LoadedModel, load_task_model
 from zencli.tasks.scoring import Evaluation
 from zencli.text.reading import decode_lines
+from zencli.train.precision import inference_autocast
 
 STDIN = "<stdin>"
 
@@ -37,8 +38,8 @@ def read_stream(stream: IO[bytes] | IO[str], name: str = STDIN) -> Iterator[tupl
 
 
 def predict_examples(loaded: LoadedModel, examples: list[Any], batch_size: int | None = None) -> list[Any]:
-    """One prediction per example (the task's prediction type), in order."""
-    with torch.no_grad():
+    """One prediction per example (the task's prediction type), in order, in the model's precision."""
+    with torch.no_grad(), inference_autocast(loaded.precision, loaded.model.device):
         return loaded.task.predict(loaded.model, loaded.inputs, examples, batch_size)
 
 
@@ -113,4 +114,6 @@ def evaluate_model(model: str | Path | LoadedModel, data: str | Path, fmt: str =
     Gold labels the model never saw are counted in the notes and score as errors."""
     loaded = model if isinstance(model, LoadedModel) else load_task_model(model)
     gold, predictions = predict_file(loaded, data, fmt, batch_size)
-    return loaded.task.evaluate(gold, predictions, name=str(loaded.path))
+    evaluation = loaded.task.evaluate(gold, predictions, name=str(loaded.path))
+    evaluation.inference_precision = loaded.precision
+    return evaluation

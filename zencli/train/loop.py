@@ -16,7 +16,8 @@ One loop for every job, so pretraining and fine-tuning share its guarantees: `ba
 × grad_accum × micro-batch); a resumed run continues exactly where the checkpoint left off (model, optimizer,
 RNG states, data position); evaluation runs on rank 0 and can keep the best weights or stop early; a
 wall-clock budget (`max_minutes`) fits the step count; and steps that neither log, evaluate nor save make no
-host sync of their own. SIGTERM / SIGINT finish the step, save a checkpoint and stop (zencli.signals).
+host sync of their own. Evaluations run in `settings.eval_precision`. SIGTERM / SIGINT finish the step, save a
+checkpoint and stop (zencli.signals).
 
 The loop's parts: window.py (the sums between log lines), run_dir.py (the checkpoint to resume, the output
 directory), early_stopping.py (the best evaluation, patience), ema.py (the weight average).
@@ -63,7 +64,14 @@ from zencli.train.optim import (
     mark_sparse_embeddings,
     unmark_sparse_embeddings,
 )
-from zencli.train.precision import autocast, grad_scaler, resolve_precision
+from zencli.train.precision import (
+    autocast,
+    grad_scaler,
+    inference_autocast,
+    inference_model,
+    resolve_inference_precision,
+    resolve_precision,
+)
 from zencli.train.progress import BaselineWatch, MetricsLog, ProgressDisplay
 from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import LinearWarmupDecay, plan_warmup
@@ -140,6 +148,8 @@ class _Trainer:
         self.model.to(ctx.device)
         self.model.train()
         self.precision = resolve_precision(s.precision, ctx.device)
+        self.eval_precision, _ = resolve_inference_precision(s.eval_precision, ctx.device,
+                                                                key="train.eval_precision")
         self.sparse_tables = mark_sparse_embeddings(self.model, s.sparse_min_rows) if s.sparse_embeddings else []
         table_ids = {id(m.weight) for m in self.sparse_tables}
         self.sparse_names = [n for n, p in self.model.named_parameters() if id(p) in table_ids]
@@ -413,7 +423,8 @@ class _Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         tables = ", ".join(f"{n} {tuple(p.shape)}" for n, p in zip(self.sparse_names, self.sparse_params))
         where = f"resuming from step {start_step}" if start_step else "starting"
-        return (f"train: {where} · {n_params:,} parameters · {self.precision} on {ctx.device} · "
+        evals = f" (evaluations {self.eval_precision})" if self.eval_fn is not None else ""
+        return (f"train: {where} · {n_params:,} parameters · {self.precision}{evals} on {ctx.device} · "
                 f"{ctx.world_size} process(es) × {s.grad_accum} accum × {self.micro_batch} = batch {s.batch_size}"
                 + f" · warm-up {self.schedule.warmup_steps:,} of {self.total_steps:,} steps"
                 + f" · {describe_optimizers(self.optimizers)}"
@@ -512,8 +523,9 @@ class _Trainer:
         if ctx.is_main:
             scored.eval()
             try:
-                with torch.no_grad(), autocast(self.precision, ctx.device):
-                    metrics = {k: float(v) for k, v in self.eval_fn(scored).items()}
+                run = inference_model(scored, self.eval_precision)  # int8: a quantized copy, for this evaluation
+                with torch.no_grad(), inference_autocast(self.eval_precision, ctx.device):
+                    metrics = {k: float(v) for k, v in self.eval_fn(run).items()}
             finally:
                 self.model.train()
         metrics = D.broadcast_object(metrics, ctx)

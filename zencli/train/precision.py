@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from zencli.errors import ZenError
+from zencli.train.settings import INFERENCE_PRECISIONS
 
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
@@ -72,3 +73,87 @@ def autocast(precision: str, device: torch.device):
 def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
     """Dynamic loss scaling for fp16; a disabled (pass-through) scaler otherwise."""
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+
+
+# --- running a trained model: prediction and evaluation ------------------------------------------------
+#
+# `auto|fp32|bf16|int8` (zencli.train.settings.InferencePrecision): bf16 runs the forward under bf16
+# autocast (weights stay fp32, so the model is unchanged); int8 runs a copy of the model whose linear
+# layers are dynamically quantized (int8 weights, activations quantized per batch) — CPU kernels only.
+# `auto` picks bf16 where the hardware has bf16 matrix units (CUDA GPUs with bf16, CPUs with AMX or
+# AVX-512 bf16), fp32 elsewhere; the scores each precision loses against fp32 are in docs/results.md.
+
+
+def resolve_inference_precision(requested: str, device: torch.device, flags: frozenset[str] | None = None,
+                                key: str = "precision") -> tuple[str, str]:
+    """`auto|fp32|bf16|int8` → (the precision to run a trained model in on `device`, why `auto` chose it:
+    '' for an explicit choice). An unsupported choice is a ZenError naming `key` (the option or recipe key)."""
+    if requested not in INFERENCE_PRECISIONS:
+        raise ZenError(f"{key}: expected one of {', '.join(INFERENCE_PRECISIONS)}, got {requested!r}")
+    if device.type == "cuda":
+        bf16_ok = torch.cuda.is_bf16_supported()
+        name = torch.cuda.get_device_name(device)
+        if requested == "int8":
+            raise ZenError(f"{key}: int8 (dynamic quantization) runs on CPUs only; on {name} use bf16 or fp32")
+        if requested == "bf16" and not bf16_ok:
+            raise ZenError(f"{key}: bf16 is not supported by {name}; use fp32")
+        if requested == "auto":
+            return ("bf16", f"{name} has bf16") if bf16_ok else ("fp32", f"{name} has no bf16")
+        return requested, ""
+    if device.type != "cpu":
+        if requested not in ("auto", "fp32"):
+            raise ZenError(f"{key}: {requested} is supported on CPU and CUDA only, not on {device.type}")
+        return "fp32", "" if requested == "fp32" else f"bf16 and int8 run on CPU and CUDA only, not {device.type}"
+    if requested == "auto":
+        flags = cpu_flags() if flags is None else flags
+        found = [f for f in BF16_CPU_FLAGS if f in flags]
+        if found:
+            return "bf16", f"this CPU has {found[0]}"
+        return "fp32", f"this CPU has no bf16 instructions ({' or '.join(BF16_CPU_FLAGS)})"
+    return requested, ""
+
+
+def describe_inference_precision(requested: str, chosen: str, why: str) -> str:
+    """The line that says what `--precision` ran with: `precision: bf16 (auto: this CPU has amx_bf16)`."""
+    return f"precision: {chosen}" + (f" ({requested}: {why})" if why else "")
+
+
+def inference_autocast(precision: str, device: torch.device):
+    """The context a trained model's forward runs in: bf16 autocast for bf16, none for fp32 and int8."""
+    return autocast("bf16" if precision == "bf16" else "fp32", device)
+
+
+def inference_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
+    """The module to run in `precision`: for int8 a dynamically quantized copy (every nn.Linear: int8
+    weights, activations quantized per call; the given model and its files are untouched); else `model`."""
+    if precision != "int8":
+        return model
+    return quantize_int8(model)
+
+
+def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` (on the CPU, in eval mode) with its nn.Linear layers dynamically quantized to int8.
+
+    torch.ao.quantization.quantize_dynamic rather than torchao: in eager mode on CPU its fbgemm/onednn
+    kernels were the faster of the two with the same agreement (docs/results.md, "int8"); torchao's
+    int8 path pays only under torch.compile. torch.ao's eager quantization is deprecated: if a torch
+    release drops it, this is the one place to change."""
+    import copy
+    import warnings
+
+    try:
+        from torch.ao.quantization import quantize_dynamic
+    except ImportError as e:  # a torch without the eager quantization API
+        raise ZenError(f"precision: int8 needs torch.ao.quantization.quantize_dynamic, which this torch "
+                       f"{torch.__version__} lacks ({e}); use fp32 or bf16") from None
+    if any(p.device.type != "cpu" for p in model.parameters()):
+        raise ZenError("precision: int8 (dynamic quantization) runs on CPUs only; use bf16 or fp32 on a GPU")
+    was_training = model.training
+    model.eval()
+    try:
+        copied = copy.deepcopy(model)
+    finally:
+        model.train(was_training)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # its deprecation notice: the choice is documented above
+        return quantize_dynamic(copied, {torch.nn.Linear}, dtype=torch.qint8)

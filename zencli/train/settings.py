@@ -14,6 +14,10 @@ from typing import Any, Literal
 from zencli.errors import ZenError
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
+# The precision a trained model is run in (prediction, evaluation): `zen predict/evaluate --precision`,
+# `zen quickstart --precision` and `train.eval_precision` all take these (zencli.train.precision resolves them).
+InferencePrecision = Literal["auto", "fp32", "bf16", "int8"]
+INFERENCE_PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")
 
 # Settings that decide the training trajectory: a checkpoint can only be resumed by a run whose values
 # agree on all of them (plus the resolved precision, the parameter shapes and the caller's extras).
@@ -59,6 +63,10 @@ class TrainSettings:
     sparse_min_rows: int = 1000
     # numerics and placement
     precision: Precision = "auto"
+    # The precision of the evaluations during and after training (dev scores, best checkpoint, early
+    # stopping, the scores written beside the model): as `zen evaluate --precision`, independent of the
+    # training precision above. auto: bf16 on CUDA and on CPUs with bf16 instructions, else fp32.
+    eval_precision: InferencePrecision = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = 42
     num_threads: int = 0  # CPU threads per process; 0: torch's default
