@@ -134,12 +134,7 @@ def test_every_import_points_down_the_layers():
 
 
 # cli/*.py parse, call the library and print: torch, writing files by hand and starting processes belong in
-# the library. Exempt (file, rule) pairs: the offenders still on this branch, fixed on branch `precision`
-# (device choice and output writing move into the library); empty this list once it is merged.
-CLI_EXEMPT = {
-    ("evaluate.py", "imports torch"),
-    ("predict.py", "imports torch"),
-}
+# the library.
 
 
 def cli_offences(path: Path) -> set[str]:
@@ -175,5 +170,4 @@ def test_the_cli_rule_catches_each_form(tmp_path):
 
 def test_commands_only_parse_call_and_print():
     found = {(p.name, offence) for p in sorted((PACKAGE / "cli").glob("*.py")) for offence in cli_offences(p)}
-    assert sorted(found - CLI_EXEMPT) == []
-    assert sorted(CLI_EXEMPT - found) == [], "fixed: take it off CLI_EXEMPT"
+    assert sorted(found) == []

