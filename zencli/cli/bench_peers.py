@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from zencli.cli.common import console, progress_bar, write_json_report
+from zencli.cli.common import progress_bar, write_json_report
 
 
 def peers(
@@ -34,6 +34,7 @@ def peers(
 
     from zencli.bench.model import parse_size
     from zencli.bench.peers import run
+    from zencli.cli.bench_model import _say  # wide enough that numbers never wrap
     from zencli.errors import ZenError
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
@@ -50,20 +51,26 @@ def peers(
                      on_total=lambda n: progress.update(task, total=n))
     s = report["settings"]
     for mode in mode_list:
+        precisions = [p for p in s["precisions"] if mode == "infer" or p != "int8"]  # int8: inference only
         t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, "
-                        f"{', '.join(s['precisions'])} on {s['device']}, "
+                        f"{', '.join(precisions)} on {s['device']}, "
                         f"{s['threads']} thread(s), {s['clock']} clock")
-        for c in ("size", "model", "precision", "tokens/s", "ms", "zen2 speed × (same precision)"):
+        for c in ("size", "model", "precision", "tokens/s", "ms", "zen2 × (same precision)"):
             t.add_column(c, justify="left" if c in ("size", "model", "precision") else "right", no_wrap=True)
+        ratios = Table(title=f"{mode}: ratios (> 1: the first named is faster)")
+        for c in ("size", "what", "×"):
+            ratios.add_column(c, justify="right" if c == "×" else "left", no_wrap=True)
         for r in report["results"]:
-            ratios = r[mode + "_ratios"]
+            rr = r[mode + "_ratios"]
             for m in r[mode]:
-                ratio = ratios.get(f"zen2 vs {m['model']}, {m['precision']}")
+                ratio = rr.get(f"zen2 vs {m['model']}, {m['precision']}")
                 t.add_row(r["size"], m["model"], m["precision"], f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
                           "" if ratio is None else f"{ratio:.2f}")
-            for key, ratio in ratios.items():
-                if not key.startswith("zen2 vs "):  # zen's BERT vs HF's, zen2 in each precision vs fp32 peers
-                    t.add_row(r["size"], f"({key})", "", "", "", f"{ratio:.2f}")
             t.add_section()
-        console.print(t)
+            for key, ratio in rr.items():
+                if not key.startswith("zen2 vs "):  # zen's BERT vs HF's; zen2 in each precision vs a fp32 peer
+                    ratios.add_row(r["size"], key, f"{ratio:.2f}")
+        _say(t)
+        if ratios.row_count:
+            _say(ratios)
     write_json_report(json_path, report)
