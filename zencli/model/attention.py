@@ -56,16 +56,14 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
     → [B,A,L,d]. `dropout_p` must be 0 in eval mode. d is q's head size (the √d of the scores).
 
     The optional second product Q'·K'ᵀ is how ZEN 2.0's relative position term enters without a
-    [B,A,L,S] bias that needs a gradient (relative_attention.py). Which kernels run (each choice measured,
-    `zen bench peers` / `zen bench model`, docs/results.md):
+    [B,A,L,S] bias that needs a gradient (relative_attention.py). The kernels, each the faster one where
+    it runs (docs/design.md, "Attention kernels"):
     - GPU: one scaled_dot_product_attention call over concatenated heads, [Q|Q']·[K|K']ᵀ, with only the
       padding mask: SDPA's fused kernels, no score matrix stored for the backward;
-    - CPU, training: the scores as two matmuls added in place, the (usually [B,1,1,S]) mask broadcast-
-      added, softmax, dropout, ·V — faster than torch's CPU SDPA under autograd and than a baddbmm over
-      an expanded bias;
-    - CPU, no gradient (inference, evaluation): torch's CPU SDPA kernel, about twice as fast as the
-      matmul-softmax-matmul there; the position term goes into its additive bias (its flash kernel is
-      slower with the 2d-wide concatenated heads).
+    - CPU, training: the scores as two matmuls added in place, the mask broadcast-added, softmax,
+      dropout, ·V;
+    - CPU, no gradient (inference, evaluation): torch's CPU SDPA kernel, the position term in its additive
+      bias (bias None: no padding and no position term).
     """
     if bias is not None:
         bias = bias.to(q.dtype)

@@ -20,14 +20,9 @@ x = Q_q + v split into halves a, b (the sin and cos halves of R), and c_i = cos(
 
 with Q'_q = [a∘c_q + b∘s_q | b∘c_q − a∘s_q] (a rotation of x by its own position) and K'_k = [s_k | c_k]
 (the same for every head and batch row). So the whole score is one product of width 2d,
-[Q+u | Q']·[K | K']ᵀ/√d + mask: no [B,A,L,L] position matrix is built, and on a GPU
-`attention.attend` hands it to scaled_dot_product_attention's fused kernels with only the padding mask.
-The tables are computed in float64 from the released float32 ω, so the result equals the released
-table's (which rounds each angle p·ω to float32 first) to within float32 rounding of that angle.
-
-With W_r (`relative_projection=True`) R_p = W_r·sinusoid_p has no such split per head at width d, so
-(Q+v)·R is taken against the 2L−1 distinct offsets ([B,A,L,2L−1], Q+v scaled by 1/√d first) and skewed
-into a [B,A,L,L] additive bias as a strided view.
+[Q+u | Q']·[K | K']ᵀ/√d + mask, with no [B,A,L,L] position matrix (`attention.attend` picks the kernel).
+With W_r, R_p = W_r·sinusoid_p has no such split, so (Q+v)·R is taken against the 2L−1 offsets
+([B,A,L,2L−1]) and skewed into a [B,A,L,L] additive bias as a strided view.
 """
 
 from __future__ import annotations
@@ -71,7 +66,8 @@ def rotation_tables(length: int, dim: int, device: torch.device | None = None, d
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """C = [cos | cos], S = [sin | −sin] of i·ω_j for positions i = 0 … L−1 and the released ω_j (float32
     values, as in `relative_sinusoid`), so that `rotate(x, C, S)` = x∘C + swap(x)∘S; and the key sinusoid
-    K' = [sin | cos]: three [L, dim] tables in `dtype`. The angles are computed in float64.
+    K' = [sin | cos]: three [L, dim] tables in `dtype`. The angles are computed in float64, so the result
+    equals the released table's (which rounds each angle p·ω to float32 first) to within that rounding.
 
     Cached per (length, dtype): every layer of every step asks for the same few, so no layer casts or
     rebuilds a table (read only)."""
