@@ -13,7 +13,9 @@ Per size and precision, on the same synthetic batches as `zen bench model` (on `
 autocast for every model; int8 — linear layers dynamically quantized, as `zen predict --precision int8`
 runs them — for zen's encoders and inference only; seq_len tokens, `slots` n-gram slots of which ~40% per
 char are filled; the released model runs its n-gram tower on all `slots`, zen on the slots any row uses):
-- inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included);
+- inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included); zen's
+  encoders as `zen predict` runs them (bf16: linear weights held in bf16 under autocast, the peers' plain
+  autocast outputs without the per-call weight casts);
 - training: MLM + NSP pretraining step (forward, backward, clipping, optimizer step): dense AdamW for the
   peers; zen with its own optimizer setup (AdamW + row-sparse LazyAdamW for big tables).
 Rounds are interleaved in rotated order (each round times every model in every precision) after `warmup`
@@ -23,6 +25,7 @@ to other load), else by wall clock.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
 from collections.abc import Callable
@@ -48,10 +51,11 @@ from zencli.bench.model import (
     model_config,
 )
 from zencli.errors import ZenError
+from zencli.model.inference import hold_linear_weights_in
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
 from zencli.train.optim import clip_grad_norm
-from zencli.train.precision import autocast, quantize_int8
+from zencli.train.precision import autocast, inference_autocast, quantize_int8
 
 PEERS = ("released", "hf-bert")
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -165,18 +169,24 @@ def precision_list(spec: str | list[str] | None, device: torch.device) -> list[s
     return list(dict.fromkeys(items))
 
 
-class Int8Encoder:
-    """zen's encoder with its linear layers dynamically quantized (as `zen predict --precision int8` runs it):
-    inference only, timed like `Variant.infer`."""
+class PredictEncoder:
+    """zen's encoder as `zen predict` runs it in `precision` (inference only, timed like `Variant.infer`):
+    int8 — a copy with its linear layers dynamically quantized; bf16 — a copy whose linear weights are held
+    in bf16 (zencli.model.inference), under autocast: the outputs of plain autocast, without its casts of
+    the weights on every call."""
 
-    def __init__(self, variant: Variant):
-        self.encoder = quantize_int8(variant.model.bert)
-        self.has_ngrams, self.device = variant.has_ngrams, variant.device
+    def __init__(self, variant: Variant, precision: str):
+        encoder = variant.model.bert
+        if precision == "int8":
+            self.encoder = quantize_int8(encoder)
+        else:
+            self.encoder = hold_linear_weights_in(copy.deepcopy(encoder).eval(), torch.bfloat16)
+        self.precision, self.has_ngrams, self.device = precision, variant.has_ngrams, variant.device
 
     def infer(self, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
         inputs = encoder_inputs(batch, self.has_ngrams)
         clock = Clock(self.device)
-        with torch.inference_mode():
+        with torch.inference_mode(), inference_autocast(self.precision, self.device):
             self.encoder(batch["input_ids"], **inputs)
         return clock.lap()
 
@@ -246,8 +256,8 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
             variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed, dev)
         if hf:
             variants["hf-bert"] = hf_variant(size, vocab_size, seed, dev)
-        int8 = ({n: Int8Encoder(variants[n]) for n in ("zen zen2", "zen bert")}
-                if "int8" in precisions and "infer" in modes else {})
+        predict = ({(n, p): PredictEncoder(variants[n], p) for n in ("zen zen2", "zen bert")
+                    for p in ("bf16", "int8") if p in precisions} if "infer" in modes else {})
         names = list(variants)
         row: dict[str, Any] = {"size": size.name, "layers": size.layers, "hidden": size.hidden,
                                "ngram_layers": size.ngram_layers}
@@ -259,8 +269,8 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                 b = rng_batches[r % len(rng_batches)]
                 for name, prec in order:
                     v = variants[name]
-                    if prec == "int8":
-                        wall, cpu = int8[name].infer(b)
+                    if mode == "infer" and (name, prec) in predict:
+                        wall, cpu = predict[(name, prec)].infer(b)
                     elif isinstance(v, Variant):
                         if mode == "train":
                             phases, _ = v.train_step(b, prec)
@@ -278,7 +288,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
             row[mode + "_ratios"] = _ratios(times)
             log(f"{size.name} {mode}: " + ", ".join(f"{k} {v:.2f}×" for k, v in row[mode + "_ratios"].items()))
         results.append(row)
-        del variants, int8
+        del variants, predict
     return {"settings": {"batch": batch, "seq_len": seq_len, "slots": slots, "ngram_rows": ngram_rows,
                          "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
                          "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
