@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from zencli.model.attention import Packing, SelfAttention
+from zencli.model.attention import Packing, SelfAttention, padded
 from zencli.model.config import ZenConfig
 from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
 from zencli.model.layer import TransformerLayer
@@ -73,7 +73,7 @@ class Encoder(nn.Module):
             if g is not None:
                 if i < len(self.word_layers):  # P·g changes only while the n-gram layers run
                     g = self.word_layers[i](g, ngram_mask, packing)
-                    Pg = ngram_sum(P, g if packing is None else packing.unpack(g))  # [B,L,H]
+                    Pg = ngram_sum(P, padded(g, packing))  # [B,L,H]
                 h = h + Pg
             if output_all_layers:
                 layers.append(h)
@@ -185,17 +185,14 @@ class ZenModel(nn.Module):
 
         g = ngram_mask = P = packing = None
         if cfg.has_ngrams and ngram_ids is not None:
-            masked_slots = ngram_attention_mask is not None  # without a mask every slot is attended
-            P, ngram_ids, ngram_token_type_ids, ngram_attention_mask = self._ngram_slots(
+            P, ngram_ids, ngram_token_type_ids, ngram_attention_mask, packing = self._ngram_slots(
                 input_ids.shape[1], ngram_ids, ngram_token_type_ids, ngram_attention_mask,
                 ngram_starts, ngram_lengths, ngram_freqs, ngram_position_matrix,
             )
             if P is not None:
                 g = self.word_embeddings(ngram_ids, ngram_token_type_ids)  # [B,M,H]
                 ngram_mask = additive_mask(ngram_attention_mask, g.dtype)
-                if masked_slots and self._host_reads_are_free(ngram_attention_mask):
-                    packing = self._real_slots(ngram_attention_mask)
-                    g = g if packing is None else packing.pack(g)  # [N,H]
+                g = g if packing is None else packing.pack(g)  # [N,H]: the real slots only
 
         layers = self.encoder(h, mask, g, ngram_mask, P, output_all_layers, packing)
         sequence_output = layers[-1]
@@ -215,14 +212,17 @@ class ZenModel(nn.Module):
         lengths: torch.Tensor | None,
         freqs: torch.Tensor | None,
         P: torch.Tensor | None,
-    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """P and the slot tensors, with the work that cannot change the result cut away.
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor, Packing | None]:
+        """P, the slot tensors and where the real slots are, with the work that cannot change the result
+        cut away.
 
         A batch without slots (M = 0) skips the n-gram tower (P = None). On the CPU, where looking at
         values is cheap, so does a batch whose P is all zero (it adds nothing to any char), and trailing
         slots that are padding in every row are dropped: they are masked out of attention (their softmax
-        weight exp(−10000) is exactly 0) and P has no weight on them. Without an n-gram mask (e.g. under
-        the released fine-tuning quirks) padding slots are attended: nothing is trimmed.
+        weight exp(−10000) is exactly 0) and P has no weight on them; the padding slots left inside rows
+        shorter than the widest are gathered out (`Packing`), so the tower's linears skip them. Without an
+        n-gram mask (e.g. under the released fine-tuning quirks) padding slots are attended: nothing is
+        trimmed or packed.
 
         On a GPU those two checks would make the host wait for the device twice a step, so they are left
         to the host: `collate` and `PretrainShards.get_batch` pad the slots to the batch's longest row
@@ -231,7 +231,7 @@ class ZenModel(nn.Module):
         adds exactly zero.
         """
         if ngram_ids.shape[1] == 0:  # no slot in the batch (a shape: known on the host); the rest goes unused
-            return None, ngram_ids, types, mask
+            return None, ngram_ids, types, mask, None
         if P is None:
             if starts is None or lengths is None:
                 raise ValueError("n-gram slots need ngram_position_matrix or ngram_starts + ngram_lengths")
@@ -242,23 +242,19 @@ class ZenModel(nn.Module):
         if mask is None:
             mask = torch.ones_like(ngram_ids)
         if not self._host_reads_are_free(ngram_ids):
-            return P, ngram_ids, types, mask
+            return P, ngram_ids, types, mask, None
         if not bool(P.any()):
-            return None, ngram_ids, types, mask
+            return None, ngram_ids, types, mask, None
+        packing = None
         if trim:
             used = mask.bool().any(0) | (P != 0).any(1).any(0)  # [M]
             keep = int(used.nonzero().max()) + 1
             if keep < ngram_ids.shape[1]:
                 P, ngram_ids, types, mask = P[:, :, :keep], ngram_ids[:, :keep], types[:, :keep], mask[:, :keep]
-        return P, ngram_ids, types, mask
-
-    @staticmethod
-    def _real_slots(ngram_attention_mask: torch.Tensor) -> Packing | None:
-        """The n-gram tower's real slots, gathered once, when rows hold fewer than the batch's widest (the
-        tower's linears then skip the padding; index lookup is a host read, so CPU only). None: no padding."""
-        B, M = ngram_attention_mask.shape
-        index = ngram_attention_mask.reshape(-1).nonzero().squeeze(1)  # [N]
-        return Packing(index, B, M) if len(index) < B * M else None
+            real = mask.reshape(-1).nonzero().squeeze(1)  # [N]: flat indices of the real slots
+            if len(real) < mask.numel():
+                packing = Packing(real, *mask.shape)
+        return P, ngram_ids, types, mask, packing
 
     @staticmethod
     def _host_reads_are_free(t: torch.Tensor) -> bool:
