@@ -318,7 +318,7 @@ def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_p
     assert (dc.task.name, dc.task.decoder, dc.model.hidden_size, dc.data.train) == ("dc", None, 64, data)
     # a pretrained model brings its sizes: the defaults for fine-tuning one are unchanged
     pre = build_config(None, [], {**files, "model.pretrained": tmp_path / "m"})
-    assert (pre.train.lr, pre.epochs, pre.task.decoder) == (5e-5, None, None)
+    assert (pre.train.lr, pre.epochs, pre.task.decoder) == ("auto", None, None)  # the rule: zencli.tasks.transfer
     r, _ = finetune(tmp_path, "ner", steps=1)
     assert "new zen2 encoder (1 × 16, 1 n-gram layer)" in r.output  # TINY's sizes, said up front
 

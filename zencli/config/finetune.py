@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from zencli.errors import ZenError
 from zencli.model.config import EncoderSizes
@@ -153,6 +153,9 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
     # add the characters / word pieces of the training data that the vocabulary lacks and that are seen at
     # least this many times (new char embedding rows: zencli.tasks.training_vocab); null: off
     extend_vocab: int | None = None
+    # re-initialise the top K char layers of the pretrained encoder (and the n-gram layers feeding them)
+    # before fine-tuning (zencli.tasks.transfer); 0: keep every pretrained layer
+    reinit_top_layers: int = 0
     chte: ChteSection = field(default_factory=ChteSection)
 
     def validate(self) -> None:
@@ -172,14 +175,24 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
             raise ZenError(f"training_ngrams: expected a minimum count >= 1 or null, got {self.training_ngrams}")
         if self.extend_vocab is not None and self.extend_vocab < 1:
             raise ZenError(f"extend_vocab: expected a minimum count >= 1 or null, got {self.extend_vocab}")
+        if self.reinit_top_layers < 0:
+            raise ZenError(f"reinit_top_layers: expected an integer >= 0, got {self.reinit_top_layers}")
+        if self.reinit_top_layers and self.pretrained is None:
+            raise ZenError("reinit_top_layers: re-initialises layers of a pretrained encoder; this model is trained "
+                           "from scratch (give model.pretrained, or remove the key)")
 
 
 @dataclass
 class FinetuneTrainSettings(TrainSettings):
-    """TrainSettings with fine-tuning defaults: BERT's fine-tuning learning rate, one kept checkpoint
-    (each holds the optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
+    """TrainSettings with fine-tuning defaults: the learning rate by rule, one kept checkpoint (each holds the
+    optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
 
-    lr: float = 5e-5
+    # auto: 1e-3 from scratch, 0.04 / hidden size for a pretrained encoder (zencli.tasks.transfer)
+    lr: float | Literal["auto"] = "auto"
+    # the rate of each encoder layer is this times the rate of the layer above (the top layer, the pooler
+    # and the head: 1; the embeddings: decay ** layers); 1: one rate for all
+    layer_lr_decay: float = 1.0
+    head_lr_scale: float = 1.0  # the rate of what fine-tuning adds (the head; CHTE on a pretrained encoder) × this
     max_steps: int | None = 1000  # null: from the recipe's `epochs`
     warmup_steps: int | None = 0  # null: from the recipe's `warmup_ratio`
     batch_size: int = 32
@@ -190,8 +203,19 @@ class FinetuneTrainSettings(TrainSettings):
     def validate(self) -> None:
         # counts left null are derived once the data is read (FinetuneConfig.step_counts) and checked then
         warmup = 0 if self.warmup_steps is None else self.warmup_steps
-        TrainSettings.validate(replace(self, warmup_steps=warmup,
+        if not 0.0 < self.layer_lr_decay <= 1.0:
+            raise ZenError(f"layer_lr_decay: expected a factor in (0, 1], got {self.layer_lr_decay}")
+        if not self.head_lr_scale > 0.0:
+            raise ZenError(f"head_lr_scale: expected a factor > 0, got {self.head_lr_scale}")
+        TrainSettings.validate(replace(self, warmup_steps=warmup, lr=1.0 if self.lr == "auto" else self.lr,
                                        max_steps=max(1, warmup) if self.max_steps is None else self.max_steps))
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        fields = TrainSettings.fingerprint_fields(self)
+        for key in ("layer_lr_decay", "head_lr_scale"):  # only when set: older runs keep their fingerprints
+            if getattr(self, key) != 1.0:
+                fields[key] = getattr(self, key)
+        return fields
 
 
 @dataclass

@@ -25,6 +25,7 @@ from zencli.errors import ZenError
 from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME
 from zencli.tasks.finetune import FinetuneResult, run_finetune
 from zencli.tasks.run_checks import format_lr
+from zencli.tasks.transfer import SCRATCH_LR
 
 SCRATCH_DIR = "scratch"
 REPORT_NAME = "compare-scratch.json"
@@ -65,8 +66,11 @@ def scratch_config(cfg: FinetuneConfig, encoder: str | None) -> tuple[FinetuneCo
                         attention_probs_dropout_prob=None, **sizes)
         what = (f"new {kind} {sizes['num_hidden_layers']} × {sizes['hidden_size']} with the pretrained model's "
                 f"vocabulary{' and lexicon' if kind != 'bert' else ''}")
-    train = replace(cfg.train, lr=small.train.lr, output_dir=Path(cfg.train.output_dir) / SCRATCH_DIR)
-    return replace(cfg, model=model, train=train), f"{what}, lr {format_lr(small.train.lr)}"
+    lr = SCRATCH_LR if small.train.lr == "auto" else small.train.lr
+    train = replace(cfg.train, lr=lr, output_dir=Path(cfg.train.output_dir) / SCRATCH_DIR, layer_lr_decay=1.0,
+                    head_lr_scale=1.0)
+    model = replace(model, reinit_top_layers=0)
+    return replace(cfg, model=model, train=train), f"{what}, lr {format_lr(lr)}"
 
 
 def compare_scratch(cfg: FinetuneConfig, *, console: Console | None = None, show_progress: bool = True
@@ -96,7 +100,7 @@ def _row(name: str, result: FinetuneResult, model: str) -> dict[str, Any]:
 
 def _report(cfg: FinetuneConfig, pretrained: FinetuneResult, scratch: FinetuneResult, what: str) -> dict[str, Any]:
     metric = next((e.result.main for e in (pretrained.test, pretrained.dev) if e is not None), None)
-    rows = [_row("pretrained", pretrained, f"{cfg.model.pretrained}, lr {format_lr(cfg.train.lr)}"),
+    rows = [_row("pretrained", pretrained, f"{cfg.model.pretrained}, lr {format_lr(pretrained.lr)}"),
             _row("scratch", scratch, what)]
     gain = {split: (rows[0][split] - rows[1][split] if rows[0][split] is not None and rows[1][split] is not None
                     else None) for split in ("dev", "test")}

@@ -43,6 +43,7 @@ from zencli.tasks.predict import predict_examples
 from zencli.tasks.run_checks import Baseline, end_warnings, majority_baseline, plan_line
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.tasks.training_vocab import coverage, unk_warning
+from zencli.tasks.transfer import auto_lr, lr_scales
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
 from zencli.train.progress import warning_panel
 from zencli.train.threads import torch_threads
@@ -63,6 +64,7 @@ class FinetuneResult:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # at the start ([UNK] share) and the end (run_checks)
     baseline: Baseline | None = None  # the majority baseline's dev score
+    lr: float | None = None  # the peak learning rate the run used (train.lr, or the rule's for auto)
 
 
 def _file_id(path: Path | None) -> Any:
@@ -124,8 +126,10 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     notes += record_notes
     if not records:
         raise ZenError(f"{cfg.data.train}: no training examples with content")
-    s, steps_per_epoch = _train_settings(cfg, task, model, len(records), has_dev=splits.dev is not None,
-                                         notes=notes)
+    s, steps_per_epoch, lr_why = _train_settings(cfg, task, model, len(records), has_dev=splits.dev is not None,
+                                                 notes=notes)
+    scales = lr_scales(model, layer_decay=s.layer_lr_decay,
+                       head_scale=s.head_lr_scale if cfg.model.pretrained is not None else 1.0)
     model_dir = Path(s.output_dir) / MODEL_DIR
     fingerprint_extra = {
         "task": to_dict(splits.settings), "state": task.state(), "model": to_dict(cfg.model),
@@ -149,7 +153,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     for note in notes:
         say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     baseline = majority_baseline(task, splits.train, splits.dev)
-    say(escape(plan_line(s, steps_per_epoch, baseline)), highlight=False, soft_wrap=True)
+    say(escape(plan_line(s, steps_per_epoch, baseline, lr_why=lr_why)), highlight=False, soft_wrap=True)
     for text in warnings:
         say(warning_panel(text))
 
@@ -167,9 +171,10 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
                                 seed=s.seed)
     with torch_threads(s.num_threads):  # the dev/test scoring after training runs on the training's threads
         result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
-                       fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress)
+                       fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress,
+                       lr_scales=scales)
         final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
-                               result.elapsed_s, notes=notes, warnings=warnings, baseline=baseline)
+                               result.elapsed_s, notes=notes, warnings=warnings, baseline=baseline, lr=s.lr)
         if rank == 0:
             _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
             late = end_warnings(steps=result.step, best_step=result.best_step, best_value=result.best_value,
@@ -210,10 +215,15 @@ def _read_splits(cfg: FinetuneConfig) -> _Splits:
 
 
 def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, has_dev: bool,
-                    notes: list[str]) -> tuple[Any, int]:
-    """The training loop's settings for this run (steps from epochs, dev evaluation and best-model choice)
-    and the steps per epoch."""
+                    notes: list[str]) -> tuple[Any, int, str]:
+    """The training loop's settings for this run (the learning rate, steps from epochs, dev evaluation and
+    best-model choice), the steps per epoch, and why the learning rate is what it is ("" when given)."""
     s = replace(cfg.train)
+    why = ""
+    if s.lr == "auto":
+        pretrained = cfg.model.pretrained is not None and model.encoder is not None
+        rule = auto_lr(pretrained=pretrained, hidden_size=model.encoder.config.hidden_size if pretrained else 0)
+        s.lr, why = rule.value, rule.why
     steps_per_epoch = max(1, math.ceil(n_records / s.batch_size))
     s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(n_records)
     if has_dev:
@@ -228,7 +238,7 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
     if not task.uses_pooled and model.encoder is not None:
         s.find_unused_parameters = True  # DDP: the unused pooler gets no gradient
     s.validate()
-    return s, steps_per_epoch
+    return s, steps_per_epoch, why
 
 
 def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_step: int, final: FinetuneResult,

@@ -30,6 +30,7 @@ from zencli.tasks.model_dir import TASK_NAME, ModelSpec, load_task_model
 from zencli.tasks.network import TaskModel
 from zencli.tasks.training_ngrams import grow_lexicon
 from zencli.tasks.training_vocab import apply_extend_vocab
+from zencli.tasks.transfer import reinit_top_layers
 from zencli.text.tokenizer import sidecar_normalize
 from zencli.text.vocab import SPECIAL_TOKENS, Vocab, read_sidecar
 
@@ -78,6 +79,12 @@ def build_task_model(cfg: FinetuneConfig, task: Task, train_examples: Sequence[A
     inputs.leave_one_out = leave_one_out
     head = task.build_head(TaskModel.output_size(source.encoder, chte))
     model = TaskModel(task, head, source.encoder, chte)
+    if m.reinit_top_layers:
+        layers = source.encoder.config.num_hidden_layers if source.encoder is not None else 0
+        if m.reinit_top_layers > layers:
+            raise ZenError(f"model.reinit_top_layers: {m.reinit_top_layers}, but the encoder has {layers} char layers")
+        reinit_top_layers(model, m.reinit_top_layers)
+        notes.append(f"re-initialised the top {m.reinit_top_layers} of the encoder's {layers} char layers")
     spec = ModelSpec(
         encoder=None if source.encoder is None else source.encoder.config.encoder,
         chte=None if chte is None else _chte_dict(chte.config), inputs=settings, source=source.description,

@@ -48,15 +48,22 @@ def format_lr(x: float) -> str:
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
 
-def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None) -> str:
-    """The run's choices in one line: `s` is the loop's TrainSettings for this run (steps resolved)."""
+def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None, *, lr_why: str = "") -> str:
+    """The run's choices in one line: `s` is the loop's TrainSettings for this run (steps and learning rate
+    resolved); `lr_why`: how the rule chose the rate ("" when it was given)."""
     if s.warmup_steps:
         warm = f"{s.warmup_steps:,} warm-up steps"
     elif s.warmup_ratio:
         warm = f"warm-up {s.warmup_ratio:.0%} of the steps"
     else:
         warm = "no warm-up"
-    parts = [f"lr {format_lr(s.lr)} ({warm}, then linear decay)", f"batch {s.batch_size}"]
+    how = [lr_why] if lr_why else []
+    how.append(f"{warm}, then linear decay")
+    if getattr(s, "layer_lr_decay", 1.0) != 1.0:
+        how.append(f"× {s.layer_lr_decay:g} per layer down")
+    if getattr(s, "head_lr_scale", 1.0) != 1.0:
+        how.append(f"head × {s.head_lr_scale:g}")
+    parts = [f"lr {format_lr(s.lr)} ({'; '.join(how)})", f"batch {s.batch_size}"]
     steps = f"{s.max_steps:,} steps ({s.max_steps / steps_per_epoch:.2f} epochs)"
     if s.max_minutes is not None:
         steps = f"budget {s.max_minutes:g} min (steps fitted to it, at most {s.max_steps:,})"

@@ -106,8 +106,10 @@ class TrainResult:
 def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: TrainSettings, *,
           eval_fn: EvalFn | None = None, on_eval: OnEval | None = None,
           fingerprint_extra: dict[str, Any] | None = None, console: Console | None = None,
-          show_progress: bool = True, watch: BaselineWatch | None = None) -> TrainResult:
-    """Train `model` in place; see the module docstring."""
+          show_progress: bool = True, watch: BaselineWatch | None = None,
+          lr_scales: dict[str, float] | None = None) -> TrainResult:
+    """Train `model` in place; see the module docstring. `lr_scales`: parameter name → multiplier of the
+    learning rate (`zencli.train.optim.build_optimizers`)."""
     settings.validate()
     if not isinstance(data, ResumableBatches):
         raise TypeError("data must implement ResumableBatches (configure, state, load_state, __iter__)")
@@ -115,7 +117,7 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
     try:
         with torch_threads(settings.num_threads):  # restored afterwards: the caller's threads stay its own
             return _Trainer(model, loss_fn, data, settings, ctx, eval_fn, on_eval, fingerprint_extra or {},
-                            console, show_progress, watch).run()
+                            console, show_progress, watch, lr_scales or {}).run()
     finally:
         D.teardown(ctx)
 
@@ -123,9 +125,11 @@ def train(model: nn.Module, loss_fn: LossFn, data: ResumableBatches, settings: T
 
 class _Trainer:
     def __init__(self, model, loss_fn, data, settings: TrainSettings, ctx: D.DistContext, eval_fn, on_eval,
-                 fingerprint_extra, console, show_progress, watch: BaselineWatch | None):
+                 fingerprint_extra, console, show_progress, watch: BaselineWatch | None,
+                 lr_scales: dict[str, float]):
         self.model, self.loss_fn, self.data, self.s, self.ctx = model, loss_fn, data, settings, ctx
         self.eval_fn, self.on_eval = eval_fn, on_eval
+        self.lr_scales = lr_scales
         self.out = Path(settings.output_dir)
         self.ckdir = CheckpointDir(self.out / "checkpoints")
         self.console = console
@@ -157,7 +161,7 @@ class _Trainer:
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizers = build_optimizers(self.model, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2),
                                            eps=s.adam_eps, weight_decay=s.weight_decay,
-                                           sparse_tables=self.sparse_tables)
+                                           sparse_tables=self.sparse_tables, lr_scales=self.lr_scales)
         self.scaler = grad_scaler(self.precision, ctx.device)
         self.ema = averaged_model(self.model, s.ema_decay) if s.ema_decay is not None else None
         self.budget = TimeBudget(s.max_minutes, s.max_steps) if s.max_minutes else None

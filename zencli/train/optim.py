@@ -27,7 +27,7 @@ More: docs/design.md, "Optimizers".
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch import nn
@@ -132,39 +132,44 @@ def touched_rows(grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def build_optimizers(model: nn.Module, *, lr: float, betas: tuple[float, float], eps: float,
-                     weight_decay: float, sparse_tables: Iterable[nn.Embedding] = ()
-                     ) -> list[torch.optim.Optimizer]:
+                     weight_decay: float, sparse_tables: Iterable[nn.Embedding] = (),
+                     lr_scales: Mapping[str, float] | None = None) -> list[torch.optim.Optimizer]:
     """AdamW for dense parameters (decay / no-decay groups), LazyAdamW for the sparse tables.
 
-    Every group carries `initial_lr` = lr; the loop sets `lr = initial_lr × schedule factor`.
+    `lr_scales`: parameter name (as `model.named_parameters()` gives it) → multiplier of `lr` (layer-wise
+    decay, a faster head); names it lacks learn at `lr`. Each distinct multiplier gets its own groups, so
+    without it the layout (and a checkpoint's optimizer state) is the plain one.
+    Every group carries `initial_lr` = lr × its multiplier; the loop sets `lr = initial_lr × schedule factor`.
     """
+    scales = lr_scales or {}
+    names = {id(p): n for n, p in model.named_parameters()}
     sparse_ids = {id(m.weight) for m in sparse_tables}
-    decay, plain, sparse, seen = [], [], [], set()
+    # (kind, scale) → params, in first-seen order: kind 0 decay, 1 no decay, 2 sparse
+    buckets: dict[tuple[int, float], list[nn.Parameter]] = {}
+    seen: set[int] = set()
     for module_name, module in model.named_modules():
         for param_name, p in module.named_parameters(recurse=False):
             if not p.requires_grad or id(p) in seen:
                 continue
             seen.add(id(p))
-            if id(p) in sparse_ids:
-                sparse.append(p)
-            elif no_decay(module_name, module, param_name):
-                plain.append(p)
-            else:
-                decay.append(p)
+            kind = 2 if id(p) in sparse_ids else 1 if no_decay(module_name, module, param_name) else 0
+            buckets.setdefault((kind, float(scales.get(names[id(p)], 1.0))), []).append(p)
+    dense = [k for k in sorted(buckets, key=lambda k: (k[1] != 1.0, k)) if k[0] < 2]
+    sparse = [k for k in sorted(buckets, key=lambda k: (k[1] != 1.0, k)) if k[0] == 2]
     # fused: one kernel for the whole update, no host reads of step counters (they live on the GPU too)
-    fused = all(p.is_cuda for p in decay + plain)
-    groups = [g for g in ({"params": decay, "weight_decay": weight_decay},
-                          {"params": plain, "weight_decay": 0.0}) if g["params"]]
+    fused = all(p.is_cuda for k in dense for p in buckets[k])
     optimizers: list[torch.optim.Optimizer] = []
-    if groups:
+    if dense:
+        groups = [{"params": buckets[k], "weight_decay": weight_decay if k[0] == 0 else 0.0,
+                   "initial_lr": lr * k[1]} for k in dense]
         optimizers.append(torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,
                                             **({"fused": True} if fused else {"foreach": False})))
     if sparse:
-        optimizers.append(LazyAdamW([{"params": sparse, "weight_decay": weight_decay}],
-                                    lr=lr, betas=betas, eps=eps))
+        optimizers.append(LazyAdamW([{"params": buckets[k], "weight_decay": weight_decay, "initial_lr": lr * k[1]}
+                                     for k in sparse], lr=lr, betas=betas, eps=eps))
     for opt in optimizers:
         for group in opt.param_groups:
-            group["initial_lr"] = lr
+            group["lr"] = group["initial_lr"]
     return optimizers
 
 
