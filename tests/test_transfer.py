@@ -111,3 +111,30 @@ def test_transfer_settings_errors_name_the_key(tmp_path):
     assert "layer_lr_decay" in error(*base, "--model", str(REF), "--set", "train.layer_lr_decay=0")
     assert "layer_lr_decay" in error(*base, "--model", str(REF), "--set", "train.layer_lr_decay=1.5")
     assert "head_lr_scale" in error(*base, "--model", str(REF), "--set", "train.head_lr_scale=-1")
+
+
+def test_auto_epochs_give_small_sets_more_passes():
+    from zencli.config.finetune import AUTO_EPOCHS, AUTO_MIN_STEPS, auto_epochs
+
+    assert (AUTO_MIN_STEPS, AUTO_EPOCHS) == (600, (3, 20))
+    assert auto_epochs(658, 32) == 20  # 21 steps an epoch: capped at 20 epochs
+    assert auto_epochs(2600, 32) == 8  # 82 steps an epoch: 8 epochs give >= 600 updates
+    assert auto_epochs(20000, 32) == 3  # large sets: 3 epochs
+    cfg = FinetuneConfig(epochs="auto")
+    assert cfg.step_counts(658)[0] == 412  # ceil(20 × 658 / 32)
+
+
+@needs_shared(REF)
+def test_epochs_auto_says_what_it_chose(tmp_path):
+    from tests.test_finetune_cli import runner
+    from tests.test_tasks_tagging import NGRAM, TINY, VOCAB
+    from zencli.cli.app import app
+
+    data = str(write_task_data(tmp_path, "ner"))
+    sets = [x for s in [*TINY, "epochs=auto", "train.max_steps=null"] for x in ("--set", s)]
+    r = runner.invoke(app, ["finetune", "--task", "ner", "--train", data, "--vocab", str(VOCAB), "--ngram",
+                            str(NGRAM), "-o", str(tmp_path / "r"), "--quiet", *sets], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "epochs auto: 20 epochs of 6 inputs" in flat and "30 steps" in flat  # ceil(20 × 6 / 4)
+    assert "epochs" in error("--task", "ner", "--train", data, "-o", str(tmp_path / "e"), "--set", "epochs=-1")

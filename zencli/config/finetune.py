@@ -4,8 +4,9 @@
     task:  {name: ner, decoder: crf, max_seq_len: 128, ...}       # TaskSection
     data:  {train: ..., dev: ..., test: ..., format: auto}         # DataSection
     model: {encoder: zen2, pretrained: DIR | null, vocab, ngram, sizes, chte: {...}}   # ModelSection
-    train: {lr: 5e-5, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
-    epochs: 3          # or train.max_steps: the step count is ceil(epochs × training inputs / batch_size)
+    train: {lr: auto, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
+    epochs: 3          # or train.max_steps: the step count is ceil(epochs × training inputs / batch_size);
+                       # auto: from the data size (auto_epochs)
     warmup_ratio: 0.1  # or train.warmup_steps: sets train.warmup_ratio (a share of the planned steps, also
                        # of those a time budget fits)
 
@@ -218,6 +219,21 @@ class FinetuneTrainSettings(TrainSettings):
         return fields
 
 
+# `epochs: auto`: a small training set needs more passes than a large one, and a few hundred updates at
+# least, before dev stops improving (docs/results.md, "Fine-tuning for the user's data"); early stopping
+# (train.patience) ends a run that no longer improves.
+AUTO_MIN_STEPS = 600
+AUTO_EPOCHS = (3, 20)  # at least, at most
+
+
+def auto_epochs(inputs: int, batch_size: int) -> int:
+    """The epochs of `epochs: auto` on `inputs` training inputs: enough for AUTO_MIN_STEPS updates, within
+    AUTO_EPOCHS."""
+    per_epoch = max(1, math.ceil(inputs / batch_size))
+    low, high = AUTO_EPOCHS
+    return min(high, max(low, math.ceil(AUTO_MIN_STEPS / per_epoch)))
+
+
 @dataclass
 class FinetuneConfig:
     job: Literal["finetune"] = "finetune"
@@ -225,7 +241,7 @@ class FinetuneConfig:
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
     train: FinetuneTrainSettings = field(default_factory=FinetuneTrainSettings)
-    epochs: float | None = None
+    epochs: float | Literal["auto"] | None = None
     warmup_ratio: float | None = None
 
     # (key, the key it derives, what both set, how it is derived): zencli.config.loading.settle_alternatives
@@ -239,7 +255,8 @@ class FinetuneConfig:
         ratio: the loop takes its share of the planned steps, which a time budget may shorten."""
         t = self.train
         if self.epochs is not None:
-            steps = max(1, math.ceil(self.epochs * inputs / t.batch_size))
+            epochs = auto_epochs(inputs, t.batch_size) if self.epochs == "auto" else self.epochs
+            steps = max(1, math.ceil(epochs * inputs / t.batch_size))
         else:
             steps = t.max_steps if t.max_steps is not None else FinetuneTrainSettings.max_steps
         if self.warmup_ratio is not None:
@@ -247,8 +264,8 @@ class FinetuneConfig:
         return steps, t.warmup_steps or 0, t.warmup_ratio
 
     def validate(self) -> None:
-        if self.epochs is not None and self.epochs <= 0:
-            raise ZenError(f"epochs: expected a number > 0 or null, got {self.epochs}")
+        if self.epochs is not None and self.epochs != "auto" and self.epochs <= 0:
+            raise ZenError(f"epochs: expected a number > 0, auto or null, got {self.epochs}")
         if self.warmup_ratio is not None and not 0.0 <= self.warmup_ratio < 1.0:
             raise ZenError(f"warmup_ratio: expected a fraction in [0, 1) or null, got {self.warmup_ratio}")
         if self.warmup_ratio is not None:

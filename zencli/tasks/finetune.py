@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zencli.atomic_write import atomic_write_text
-from zencli.config.finetune import FinetuneConfig
+from zencli.config.finetune import AUTO_EPOCHS, AUTO_MIN_STEPS, FinetuneConfig, auto_epochs
 from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
@@ -226,6 +226,9 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         s.lr, why = rule.value, rule.why
     steps_per_epoch = max(1, math.ceil(n_records / s.batch_size))
     s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(n_records)
+    if cfg.epochs == "auto":
+        notes.append(f"epochs auto: {auto_epochs(n_records, s.batch_size)} epochs of {n_records:,} inputs "
+                     f"(at least {AUTO_MIN_STEPS} updates, {AUTO_EPOCHS[0]} to {AUTO_EPOCHS[1]} epochs)")
     if has_dev:
         if s.eval_every == 0:
             s.eval_every = min(steps_per_epoch, s.max_steps)
