@@ -25,6 +25,17 @@ def test_weibo_word_position_digits_are_dropped(tmp_path):
     assert any("word-position digit" in n for n in info.notes)
 
 
+def test_weibo_positions_past_ten_and_lost_chars(tmp_path):
+    """The original files number a word's 11th char on as 10, 11… (two digits after the char, itself maybe a
+    digit), and write a char beyond the BMP that they lost as two U+FFFD: one char, one label each."""
+    text = ("看0\tO\n" + "".join(f"{c}{i}\tO\n" for i, c in enumerate("abcdefghij12")) + "\ufffd\ufffd0\tO\n"
+            "王0\tB-PER.NAM\n\ufffd0\tO\n")
+    sents, info = read_task_file(write(tmp_path / "weiboNER_2nd_conll.dev", text), "ner")
+    assert info.format == "conll-seg"
+    assert sents[0].chars == ["看", *"abcdefghij12", "\ufffd", "王", "\ufffd"]
+    assert sents[0].labels[-2:] == ["B-PER.NAM", "O"] and len(sents[0].labels) == len(sents[0].chars)
+
+
 def test_weibo_bmes_copy_with_digits_and_spaces(tmp_path):
     sents, info = read_task_file(write(tmp_path / "train.char.bmes", WEIBO_BMES), "ner")
     assert (info.format, info.scheme) == ("conll-seg", "BMES")

@@ -6,7 +6,9 @@ Formats (`fmt`):
   a blank line after each sentence; `-DOCSTART-` lines are skipped. Labels: cws `B/M/E/S` (`B/I/E/S`
   is read with I→M), pos joint `B-TAG` (I→M likewise), ner `O`/`B-X`… in BIO, IOBES or BMES.
 - `conll-seg` (ner): `conll` whose chars each carry a word-position digit, `中0<TAB>B-PER.NAM` (Weibo NER's
-  `weiboNER_2nd_conll.*` files: 0 begins a word, 1, 2… continue it); the digit is dropped, one label per char.
+  `weiboNER_2nd_conll.*` files: 0 begins a word, 1, 2… continue it, 10, 11… past the 10th char); the digits
+  are dropped, one label per char. A run of U+FFFD before the digits (the files' lost non-BMP chars, each
+  written as two) reads as one U+FFFD.
 - `x02` (cws, pos, ner): one sentence per line, `chars<TAB>labels`, both lists joined by U+0002
   (`中\\x02国<TAB>B-LOC\\x02E-LOC`).
 - `word-slash` (pos): one sentence per line, `word/TAG` tokens separated by whitespace, split on the
@@ -73,7 +75,10 @@ _TOKEN_LINES = ("conll", "conll-seg", "conll-word")  # formats with one token a 
 _SENTENCE_LINES = ("sighan", "x02", "word-slash", "raw")  # one sentence a line
 _SLASH_TOKEN = re.compile(r".+/[^/\s]+\Z")
 _CONLLU_ID = re.compile(r"[0-9]+(?:[-.][0-9]+)?\Z")
-_SEG_TOKEN = re.compile(r"\S[0-9]\Z")  # conll-seg: a char and its word-position digit (Weibo NER)
+# conll-seg: a char and its word position (Weibo NER): one digit, or more from the 11th char of a word on
+# (`e12`); a char the original files lost to a run of U+FFFD (`\ufffd\ufffd0`: a char beyond the BMP written
+# as two halves) is one char, read as one U+FFFD.
+_SEG_TOKEN = re.compile(r"(?:\ufffd+|\S)[0-9]+\Z")
 
 
 @dataclass
@@ -227,7 +232,7 @@ def _read_conll(path: Path, check: _LabelChecker, source: str, seg: bool = False
             if not _SEG_TOKEN.match(ch):
                 raise ZenError(f"{where(path, lineno)}: expected a character and its word-position digit in "
                                f"column 1 (conll-seg, e.g. 中0), got {show(ch)}")
-            ch = ch[0]
+            ch = ch[0]  # the char (a run of U+FFFD: one U+FFFD); its position digits are dropped
         if len(ch) != 1:
             raise ZenError(f"{where(path, lineno)}: expected one character in column 1 of a char-level "
                            f"file, got {show(ch)} ({len(ch)} chars); for one label per word pass "
