@@ -270,8 +270,8 @@ def test_a_typed_step_count_or_warmup_replaces_the_recipes_epochs_or_ratio(tmp_p
 def test_recipe_show_prints_the_step_count_that_will_run():
     shown = runner.invoke(app, ["recipe", "show", "finetune-pd98-cws"])
     assert shown.exit_code == 0, shown.output
-    assert "  max_steps: null\n" in shown.output and "epochs: 3.0\n" in shown.output
-    assert "# train.max_steps: null = from epochs: 3" in shown.output
+    assert "  max_steps: null\n" in shown.output and "epochs: auto\n" in shown.output
+    assert "# train.max_steps: null = from epochs: auto" in shown.output
     typed = runner.invoke(app, ["recipe", "show", "finetune-pd98-cws", "--set", "train.max_steps=200"])
     assert "  max_steps: 200\n" in typed.output and "epochs: null\n" in typed.output
     assert "# train.max_steps" not in typed.output

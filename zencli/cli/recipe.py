@@ -44,4 +44,5 @@ def show(
     for first, second, what, how in getattr(cfg, "ALTERNATIVES", ()):
         value = functools.reduce(getattr, first.split("."), cfg)
         if value is not None:  # YAML comments: the output stays a recipe
-            typer.echo(f"# {second}: null = from {first}: {value:g} ({what}, {how})")
+            shown = value if isinstance(value, str) else f"{value:g}"
+            typer.echo(f"# {second}: null = from {first}: {shown} ({what}, {how})")

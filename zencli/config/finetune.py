@@ -6,7 +6,7 @@
     model: {encoder: zen2, pretrained: DIR | null, vocab, ngram, sizes, chte: {...}}   # ModelSection
     train: {lr: auto, batch_size: 32, output_dir: runs/x, ...}     # TrainSettings (fine-tuning defaults)
     epochs: 3          # or train.max_steps: the step count is ceil(epochs × training inputs / batch_size);
-                       # auto: from the data size (auto_epochs)
+                       # auto (also when neither is given): from the data size (auto_epochs)
     warmup_ratio: 0.1  # or train.warmup_steps: sets train.warmup_ratio (a share of the planned steps, also
                        # of those a time budget fits)
 
@@ -194,7 +194,8 @@ class FinetuneTrainSettings(TrainSettings):
     # and the head: 1; the embeddings: decay ** layers); 1: one rate for all
     layer_lr_decay: float = 1.0
     head_lr_scale: float = 1.0  # the rate of what fine-tuning adds (the head; CHTE on a pretrained encoder) × this
-    max_steps: int | None = 1000  # null: from the recipe's `epochs`
+    max_steps: int | None = None  # null: from `epochs`; neither given: epochs auto
+    patience: int = 5  # dev evaluations (once per epoch by default) without a better score that end the run
     warmup_steps: int | None = 0  # null: from the recipe's `warmup_ratio`
     batch_size: int = 32
     save_every: int = 500
@@ -208,7 +209,11 @@ class FinetuneTrainSettings(TrainSettings):
             raise ZenError(f"layer_lr_decay: expected a factor in (0, 1], got {self.layer_lr_decay}")
         if not self.head_lr_scale > 0.0:
             raise ZenError(f"head_lr_scale: expected a factor > 0, got {self.head_lr_scale}")
+        if self.patience < 0:
+            raise ZenError(f"patience: expected an integer >= 0 (0: no early stopping), got {self.patience}")
+        # best_metric null is the task's main score, set with the dev file at run time (patience watches it)
         TrainSettings.validate(replace(self, warmup_steps=warmup, lr=1.0 if self.lr == "auto" else self.lr,
+                                       patience=self.patience if self.best_metric is not None else 0,
                                        max_steps=max(1, warmup) if self.max_steps is None else self.max_steps))
 
     def fingerprint_fields(self) -> dict[str, Any]:
@@ -254,11 +259,11 @@ class FinetuneConfig:
         """(max_steps, warmup_steps, warmup_ratio) of a run on `inputs` training inputs. A warmup_ratio stays a
         ratio: the loop takes its share of the planned steps, which a time budget may shorten."""
         t = self.train
-        if self.epochs is not None:
-            epochs = auto_epochs(inputs, t.batch_size) if self.epochs == "auto" else self.epochs
+        if t.max_steps is not None and self.epochs is None:
+            steps = t.max_steps
+        else:  # epochs, or neither: epochs auto
+            epochs = self.epochs if isinstance(self.epochs, (int, float)) else auto_epochs(inputs, t.batch_size)
             steps = max(1, math.ceil(epochs * inputs / t.batch_size))
-        else:
-            steps = t.max_steps if t.max_steps is not None else FinetuneTrainSettings.max_steps
         if self.warmup_ratio is not None:
             return steps, 0, self.warmup_ratio
         return steps, t.warmup_steps or 0, t.warmup_ratio

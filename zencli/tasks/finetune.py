@@ -226,7 +226,7 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         s.lr, why = rule.value, rule.why
     steps_per_epoch = max(1, math.ceil(n_records / s.batch_size))
     s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(n_records)
-    if cfg.epochs == "auto":
+    if cfg.epochs == "auto" or (cfg.epochs is None and cfg.train.max_steps is None):
         notes.append(f"epochs auto: {auto_epochs(n_records, s.batch_size)} epochs of {n_records:,} inputs "
                      f"(at least {AUTO_MIN_STEPS} updates, {AUTO_EPOCHS[0]} to {AUTO_EPOCHS[1]} epochs)")
     if has_dev:
@@ -235,7 +235,7 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         if s.best_metric is None:
             s.best_metric = task.main_metric
     else:
-        if s.best_metric is not None or s.patience:
+        if s.best_metric is not None or s.patience != type(s).patience:
             notes.append("no dev file: train.best_metric / patience have nothing to watch; the last model is kept")
         s.best_metric, s.patience = None, 0
     if not task.uses_pooled and model.encoder is not None:
