@@ -16,7 +16,8 @@ from zencli.tasks.transfer import SCRATCH_LR, auto_lr, lr_scales, one_digit
 from zencli.train.optim import build_optimizers
 
 
-@pytest.mark.parametrize(("width", "lr"), [(128, 3e-4), (256, 2e-4), (768, 5e-5), (1024, 4e-5), (64, 6e-4)])
+@pytest.mark.parametrize(("width", "lr"), [(128, 1e-3), (256, 3e-4), (512, 1e-4), (768, 5e-5), (1024, 3e-5),
+                                          (64, 1e-3)])
 def test_the_rule_falls_with_the_width_of_a_pretrained_encoder(width, lr):
     rule = auto_lr(pretrained=True, hidden_size=width)
     assert rule.value == lr and str(width) in rule.why
@@ -91,7 +92,7 @@ def test_the_plan_line_says_how_the_rate_was_chosen(tmp_path):
     r, _ = finetune(tmp_path, "ner", "--model", str(REF), *auto, "--set", "train.layer_lr_decay=0.8", "--set",
                     "train.head_lr_scale=5", "--set", "model.reinit_top_layers=1", steps=2, scratch=False)
     flat = " ".join(r.output.split())
-    assert "lr 6e-4 (auto: pretrained, 0.04 / width 64" in flat  # the fixture is 64 wide
+    assert "lr 1e-3 (auto: pretrained, width 64" in flat  # the fixture is 64 wide: capped at the scratch rate
     assert "× 0.8 per layer down" in flat and "head × 5" in flat
     r, _ = finetune(tmp_path, "ner", *auto, out="scratch", steps=2)
     assert "lr 1e-3 (auto: from scratch" in " ".join(r.output.split())

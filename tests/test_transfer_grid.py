@@ -47,7 +47,7 @@ def _finish(out: Path, name: str, test: float, dev: list[float], lr: float = 3e-
 
 def test_subsets_and_the_table(tmp_path):
     _data(tmp_path / "data")
-    model = _model(tmp_path, 128)  # the rule: 0.04 / 128 → 3e-4, one of the rates: no separate auto run
+    model = _model(tmp_path, 256)  # the rule: 3e-4 at width 256, one of the rates: no separate auto run
     r = _grid(tmp_path, "--model", str(model), "--cells", "ner-500,ner-2000", "--seeds", "1,2", "--report")
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
@@ -75,12 +75,12 @@ def test_subsets_and_the_table(tmp_path):
 
 def test_a_rule_outside_the_rates_gets_its_own_runs(tmp_path):
     _data(tmp_path / "data")
-    model = _model(tmp_path, 64)  # 6e-4: not among the default rates
+    model = _model(tmp_path, 384)  # 2e-4: not among the default rates
     r = _grid(tmp_path, "--model", str(model), "--cells", "pos-500", "--seeds", "1", "--report")
     assert r.returncode == 0, r.stderr
-    _finish(tmp_path / "out", "pos-500.pretrained.lrauto.s1", 0.7, [0.7], lr=6e-4)
+    _finish(tmp_path / "out", "pos-500.pretrained.lrauto.s1", 0.7, [0.7], lr=2e-4)
     r = _grid(tmp_path, "--model", str(model), "--cells", "pos-500", "--seeds", "1", "--report")
     row = next(line for line in r.stdout.splitlines() if line.startswith("| pos-500"))
-    assert "70.00 (6e-4)" in row
+    assert "70.00 (2e-4)" in row
     r = _grid(tmp_path, "--model", str(model), "--cells", "pos-9")
     assert r.returncode != 0 and "unknown cell 'pos-9'" in r.stderr

@@ -188,7 +188,7 @@ class FinetuneTrainSettings(TrainSettings):
     """TrainSettings with fine-tuning defaults: the learning rate by rule, one kept checkpoint (each holds the
     optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
 
-    # auto: 1e-3 from scratch, 0.04 / hidden size for a pretrained encoder (zencli.tasks.transfer)
+    # auto: 1e-3 from scratch; for a pretrained encoder a rate falling with its width (zencli.tasks.transfer)
     lr: float | Literal["auto"] = "auto"
     # the rate of each encoder layer is this times the rate of the layer above (the top layer, the pooler
     # and the head: 1; the embeddings: decay ** layers); 1: one rate for all
