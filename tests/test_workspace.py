@@ -243,7 +243,7 @@ def test_finetune_defaults_come_from_the_task_table_and_the_pretrained_model(tmp
     assert (cfg.data.train, cfg.data.dev, cfg.data.test) == tuple(data / "ner" / f"{s}.tsv"
                                                                   for s in ("train", "dev", "test"))
     assert cfg.model.pretrained == model and cfg.model.vocab is None and cfg.model.ngram is None
-    assert cfg.train.output_dir == ws.finetune_dir("ner") and cfg.train.lr == 1e-3
+    assert cfg.train.output_dir == ws.finetune_dir("ner") and cfg.train.lr == "auto"  # the rule (zencli.tasks.transfer)
     assert cfg.train.max_minutes == STEP_MINUTES["finetune_minutes"] == 3.75  # the quickstart's budget of the step
     assert (cfg.task, cfg.epochs, cfg.train.batch_size) == (recipe.task, recipe.epochs, recipe.train.batch_size)
     cws = workspace_config(ws, ["task.name=cws"], {"model.pretrained": tmp_path / "other", "train.lr": 1e-4})

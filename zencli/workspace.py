@@ -133,10 +133,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.3g} min"
 
 
-# The task recipes train a 2 × 64 encoder from scratch at lr 1e-3; a pretrained encoder brings its own
-# sizes, vocab.txt and ngram.txt. The rate: PD98 CWS from the tiny pretrained ZEN 2.0 (4 × 128) reached dev F1
-# 91.7 after one epoch at 1e-3 against 90.5 at 5e-4 (small models take rates well above BERT-base's 5e-5).
-FROM_PRETRAINED = {"model.vocab": None, "model.ngram": None, "train.lr": 1e-3}
+# The task recipes train a 2 × 64 encoder from scratch; a pretrained encoder brings its own sizes, vocab.txt
+# and ngram.txt, and the recipes' `lr: auto` gives it the pretrained rate (zencli.tasks.transfer).
+FROM_PRETRAINED = {"model.vocab": None, "model.ngram": None}
 
 
 def task_defaults(task: str) -> TaskDefaults:
