@@ -255,14 +255,19 @@ class FinetuneConfig:
         ("warmup_ratio", "train.warmup_steps", "the warm-up",
          "run as train.warmup_ratio: a share of the planned steps, also of those a time budget fits"))
 
+    @property
+    def epochs_auto(self) -> bool:
+        """The step count comes from `auto_epochs`: `epochs: auto`, or neither epochs nor train.max_steps given."""
+        return self.epochs == "auto" or (self.epochs is None and self.train.max_steps is None)
+
     def step_counts(self, inputs: int) -> tuple[int, int, float]:
         """(max_steps, warmup_steps, warmup_ratio) of a run on `inputs` training inputs. A warmup_ratio stays a
         ratio: the loop takes its share of the planned steps, which a time budget may shorten."""
         t = self.train
-        if t.max_steps is not None and self.epochs is None:
+        if self.epochs is None and t.max_steps is not None:
             steps = t.max_steps
-        else:  # epochs, or neither: epochs auto
-            epochs = self.epochs if isinstance(self.epochs, (int, float)) else auto_epochs(inputs, t.batch_size)
+        else:
+            epochs = auto_epochs(inputs, t.batch_size) if self.epochs_auto else self.epochs
             steps = max(1, math.ceil(epochs * inputs / t.batch_size))
         if self.warmup_ratio is not None:
             return steps, 0, self.warmup_ratio

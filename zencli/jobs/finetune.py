@@ -86,12 +86,12 @@ def expected_duration(cfg: FinetuneConfig) -> str:
     """The line the pipeline's fine-tuning step prints before it starts: how long it is expected to take."""
     from zencli.workspace import expected_training
 
-    if isinstance(cfg.epochs, (int, float)):
-        length = f"all {cfg.epochs:g} epochs"
-    elif cfg.epochs is None and cfg.train.max_steps is not None:
-        length = f"all {cfg.train.max_steps:,} steps"
-    else:
+    if cfg.epochs_auto:
         length = "the epochs the data size gives (epochs auto)"
+    elif cfg.epochs is not None:
+        length = f"all {cfg.epochs:g} epochs"
+    else:
+        length = f"all {cfg.train.max_steps:,} steps"
     rest = "reading the data" + (" and scoring " + " and ".join(
         s for s in ("dev", "test") if getattr(cfg.data, s) is not None) if cfg.data.dev or cfg.data.test else "")
     return expected_training(f"finetune {cfg.task.name}", cfg.train.max_minutes, length, rest)

@@ -226,7 +226,7 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         s.lr, why = rule.value, rule.why
     steps_per_epoch = max(1, math.ceil(n_records / s.batch_size))
     s.max_steps, s.warmup_steps, s.warmup_ratio = cfg.step_counts(n_records)
-    if cfg.epochs == "auto" or (cfg.epochs is None and cfg.train.max_steps is None):
+    if cfg.epochs_auto:
         notes.append(f"epochs auto: {auto_epochs(n_records, s.batch_size)} epochs of {n_records:,} inputs "
                      f"(at least {AUTO_MIN_STEPS} updates, {AUTO_EPOCHS[0]} to {AUTO_EPOCHS[1]} epochs)")
     if has_dev:

@@ -154,8 +154,9 @@ def build_optimizers(model: nn.Module, *, lr: float, betas: tuple[float, float],
             seen.add(id(p))
             kind = 2 if id(p) in sparse_ids else 1 if no_decay(module_name, module, param_name) else 0
             buckets.setdefault((kind, float(scales.get(names[id(p)], 1.0))), []).append(p)
-    dense = [k for k in sorted(buckets, key=lambda k: (k[1] != 1.0, k)) if k[0] < 2]
-    sparse = [k for k in sorted(buckets, key=lambda k: (k[1] != 1.0, k)) if k[0] == 2]
+    order = sorted(buckets, key=lambda k: (k[1] != 1.0, k))  # the plain-rate groups first, as without scales
+    dense = [k for k in order if k[0] < 2]
+    sparse = [k for k in order if k[0] == 2]
     # fused: one kernel for the whole update, no host reads of step counters (they live on the GPU too)
     fused = all(p.is_cuda for k in dense for p in buckets[k])
     optimizers: list[torch.optim.Optimizer] = []
