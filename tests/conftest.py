@@ -1,13 +1,17 @@
-"""What the test modules share: where the repository and ../shared are, the skip-or-fail rule for tests that
-read ../shared, the `slow` marker, a UTF-8 file writer and a one-thread fixture.
+"""What the test modules share: where the repository, its test fixtures and the real corpora are, the
+skip-or-fail rule for tests that read a real corpus, the `slow` marker, a UTF-8 file writer and a one-thread
+fixture.
 
 A test marked `@pytest.mark.slow` (an end-to-end run of minutes) runs only where ZEN_SLOW=1.
 
-../shared holds the released reference checkpoints (fixtures/) and the PD98 and sentiment corpora (data/). A
-test that reads them is marked `@needs_shared(path)` (or `pytestmark = needs_shared(path)` for a module). In a
-checkout without ../shared such tests are skipped; with ZEN_REQUIRE_SHARED=1 — set by .ci/run, where ../shared
-always sits beside the checkout — they fail instead, so a broken data path cannot pass as a row of skips.
-ZEN_SHARED points the tests at a copy of ../shared elsewhere."""
+tests/fixtures/ holds the released-format reference checkpoints (zen1_ref/, zen2_ref/; see its README.md), so
+every test that needs them runs in a fresh clone. The real corpora (PD98, the review sentiment set) are not in
+the repository: they are found where zen finds them, $ZEN_DATA or the `zen data fetch` cache. A test that reads
+one is marked `@needs_data(path)` (or `pytestmark = needs_data(path)` for a module), which also marks it `e2e`.
+Without the corpus such a test is skipped with the `zen data fetch` that brings it; with ZEN_REQUIRE_DATA=1 —
+set by .ci/run, where the corpora are present — it fails instead, so a broken data path cannot pass as a row of
+skips. With ZEN_ONLY_E2E_SKIPS=1 — set by .ci/run for its fresh-clone run — a skip of any test not marked e2e
+is a failure: on a machine with nothing but the clone, only the real-corpus tests may skip."""
 
 from __future__ import annotations
 
@@ -16,37 +20,60 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("ZEN_SHARED") or ROOT.parent / "shared")
-FIXTURES = SHARED / "fixtures"
-REF = FIXTURES / "zen2_ref"  # tiny released ZEN 2.0: 200 tokens, 99 n-grams
-SHARED_DATA = SHARED / "data"
-PD98 = SHARED_DATA / "pd98"
+from zencli.datasets.cache import data_root
 
-REQUIRE_SHARED = "ZEN_REQUIRE_SHARED"
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+REF = FIXTURES / "zen2_ref"  # tiny released ZEN 2.0: 200 tokens, 99 n-grams
+
+
+def _data_dir() -> Path:
+    """Where zen reads its corpora from: $ZEN_DATA when set, else the cache `zen data fetch` fills."""
+    env = os.environ.get("ZEN_DATA")
+    return Path(env).expanduser() if env else data_root()
+
+
+DATA = _data_dir()
+PD98 = DATA / "pd98"
+SENTIMENT = DATA / "sentiment"
+
+REQUIRE_DATA = "ZEN_REQUIRE_DATA"
+ONLY_E2E_SKIPS = "ZEN_ONLY_E2E_SKIPS"
 SLOW = "ZEN_SLOW"
 
 
-def needs_shared(path: Path) -> pytest.MarkDecorator:
-    """Mark a test (or a module, through `pytestmark`) that reads `path` under ../shared."""
-    return pytest.mark.needs_shared(path)
+def needs_data(path: Path) -> pytest.MarkDecorator:
+    """Mark a test (or a module, through `pytestmark`) that reads `path` under a real corpus (DATA/NAME/...)."""
+    return pytest.mark.needs_data(path)
 
 
-def require_shared(path: Path) -> None:
-    """Return if `path` exists; otherwise skip the calling test, or fail it where ZEN_REQUIRE_SHARED=1."""
+def _fetch_hint(path: Path) -> str:
+    try:
+        name = path.relative_to(DATA).parts[0]
+    except (ValueError, IndexError):
+        return "set ZEN_DATA to the folder holding it"
+    return f"run `zen data fetch {name}` or set ZEN_DATA to a folder holding {name}/"
+
+
+def require_data(path: Path) -> None:
+    """Return if `path` exists; otherwise skip the calling test, or fail it where ZEN_REQUIRE_DATA=1."""
     if path.exists():
         return
-    if os.environ.get(REQUIRE_SHARED) == "1":
-        pytest.fail(f"{path} not found, and {REQUIRE_SHARED}=1 says ../shared must be there", pytrace=False)
-    pytest.skip(f"shared data not present: {path}")
+    if os.environ.get(REQUIRE_DATA) == "1":
+        pytest.fail(f"{path} not found, and {REQUIRE_DATA}=1 says the corpora must be there", pytrace=False)
+    pytest.skip(f"real corpus not present: {path}; {_fetch_hint(path)}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "needs_shared(path): the test reads `path` under ../shared "
-                                       "(skipped without it; failed where ZEN_REQUIRE_SHARED=1)")
+    config.addinivalue_line("markers", "needs_data(path): the test reads `path` of a real corpus (marks it e2e; "
+                                       "skipped without it; failed where ZEN_REQUIRE_DATA=1)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: a needs_data test is selected by `-m e2e`
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("needs_data") and not item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.e2e)
     if os.environ.get(SLOW) == "1":
         return
     skip = pytest.mark.skip(reason=f"slow end-to-end run; set {SLOW}=1")
@@ -58,8 +85,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Runs after the skip marks (tryfirst in pytest's skipping plugin), so a slow test skipped without ZEN_SLOW
     # stays skipped; and before fixtures are set up, so none of them trips over the missing path first.
-    for mark in item.iter_markers("needs_shared"):
-        require_shared(Path(mark.args[0]))
+    for mark in item.iter_markers("needs_data"):
+        require_data(Path(mark.args[0]))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get(ONLY_E2E_SKIPS) == "1" and not item.get_closest_marker("e2e"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped ({reason}), but {ONLY_E2E_SKIPS}=1: only e2e tests (real corpora) may skip"
 
 
 def write(path: Path, content: str | list[str]) -> Path:

@@ -1,4 +1,4 @@
-"""`zen bench gpu --tiny` end to end on a made-up corpus in the PD98 layout (nothing downloaded, no ../shared
+"""`zen bench gpu --tiny` end to end on a made-up corpus in the PD98 layout (nothing downloaded, no real corpus
 needed): the table's rows with their numbers, the JSON report, the test scores equal to `zen evaluate`'s, the
 predictions, and the pass/fail logic on made-up failing cases. Also: the library layer it is built on
 (zencli.bench.gpu, zencli.jobs) imports neither the CLI nor typer."""

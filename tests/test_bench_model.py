@@ -10,7 +10,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, needs_shared
+from tests.conftest import PD98, needs_data
 from zencli.bench.encoder_batches import (
     LENGTH_DIST,
     Slots,
@@ -259,8 +259,7 @@ def test_cli_bad_size_is_a_zen_error():
         CliRunner().invoke(app, ["bench", "model", "--sizes", "tiny,huge"], catch_exceptions=False)
 
 
-@pytest.mark.e2e
-@needs_shared(PD98 / "raw" / "train.txt")
+@needs_data(PD98 / "raw" / "train.txt")
 def test_pd98_text_with_a_real_lexicon(tmp_path: Path):
     # Real characters and real lexicon matches: the slot fill must look like the released data's.
     from zencli.bench.matcher import count_lexicon

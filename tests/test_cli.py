@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from zencli.cli.app import app
@@ -64,9 +65,13 @@ def test_user_errors_are_one_line_with_exit_code_2(tmp_path: Path):
     assert f"{bad}:2" in r.stderr and "invalid UTF-8" in r.stderr
 
 
-def test_each_shortcut_flag_declares_its_recipe_key_once_and_says_it():
+def test_each_shortcut_flag_declares_its_recipe_key_once_and_says_it(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
     """`keyed` flags: `keyed_options` maps every given flag to the key it declares, the key exists in the
-    command's typed config, and --help names it."""
+    command's typed config, and --help names it. (A data root with an empty pd98/ lets the PD98 recipe build,
+    as on a machine where `zen data fetch pd98` has run.)"""
+    (tmp_path / "pd98").mkdir()
+    monkeypatch.setenv("ZEN_DATA", str(tmp_path))
     from zencli.cli import finetune, pretrain
     from zencli.cli.common import keyed_options
     from zencli.jobs.finetune import build_config as finetune_config

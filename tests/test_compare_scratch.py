@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import REF, needs_shared
+from tests.conftest import REF
 from tests.test_finetune_cli import error, finetune
 from tests.test_tasks_tagging import write_task_data
-
-pytestmark = needs_shared(REF)
 
 
 def test_compare_scratch_trains_both_and_reports_them(tmp_path, one_thread):

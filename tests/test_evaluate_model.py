@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import REF, needs_shared, write
+from tests.conftest import REF, write
 from tests.test_tasks_classification import keyword_lines, pair_lines
 from tests.test_tasks_mrc import mrc_lines
 from tests.test_tasks_ranking import qa_lines
@@ -22,7 +22,6 @@ from zencli.errors import ZenError
 
 runner = CliRunner()
 
-pytestmark = needs_shared(REF)
 
 # Per task: training lines, dev lines (with one input much longer than a 16-token window), extra settings.
 LONG_TEXT = "北京大学的学生在图书馆学习新政策" * 6  # 96 chars

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REF, needs_shared
+from tests.conftest import REF
 from tests.helpers_train import build, collate, lm_loss, make_examples
 from zencli import signals
 from zencli.atomic_write import atomic_write, atomic_write_text
@@ -309,7 +309,6 @@ def test_no_readable_checkpoint_is_still_an_error(tmp_path):
         run(tmp_path, max_steps=10, save_every=5, keep_last=2)
 
 
-@needs_shared(REF)
 def test_model_info_on_a_truncated_model_file_is_one_line(tmp_path):
     from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.data.collate import collate
 from zencli.data.features import (
     CharIds,
@@ -24,8 +24,6 @@ from zencli.lexicon.matcher import NgramMatcher
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.tokenizer import Tokenizer
 from zencli.text.vocab import Vocab
-
-needs_fixtures = needs_shared(FIXTURES)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CHARS = list("甲乙丙丁戊己庚辛")  # ids 5..12
@@ -252,7 +250,6 @@ FIELDS = {  # ours → inputs.pt
 }
 
 
-@needs_fixtures
 def test_zen2_fixture_rebuilt_from_text_exactly():
     batch, ref, lexicon = rebuild_fixture("zen2_ref")
     for ours, theirs in FIELDS.items():
@@ -261,7 +258,6 @@ def test_zen2_fixture_rebuilt_from_text_exactly():
     assert strings == ref["ngram_strings"]
 
 
-@needs_fixtures
 def test_zen2_fixture_rebuilt_inputs_give_the_released_outputs():
     from zencli.model.released import import_released
 
@@ -274,7 +270,6 @@ def test_zen2_fixture_rebuilt_inputs_give_the_released_outputs():
     torch.testing.assert_close(got.encoder.pooled_output, out["pooled_output"], atol=1e-5, rtol=0)
 
 
-@needs_fixtures
 def test_zen1_fixture_same_slot_sets_and_outputs_in_any_slot_order():
     """ZEN 1.0 shuffles before capping, which cannot be replayed: compare the kept n-grams as sets. ZEN 1.0
     is blind to slot order (no positions in the n-gram tower, 0/1 fusion), so permuted slots must give

@@ -13,7 +13,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, REF, ROOT, needs_shared, write
+from tests.conftest import PD98, REF, ROOT, needs_data, write
 from tests.test_pretrain_cli import error as cli_error
 from tests.test_pretrain_cli import records
 from tests.test_tasks_tagging import (
@@ -31,7 +31,6 @@ from zencli.train.checkpoint import load_checkpoint
 
 runner = CliRunner()
 
-pytestmark = needs_shared(REF)
 
 
 def _sets(sets: list[str]) -> list[str]:
@@ -352,9 +351,8 @@ def test_a_bad_data_line_is_a_one_line_error_in_a_real_process(tmp_path):
 
 # --- end to end on PD98 (slow; ZEN_SLOW=1) -----------------------------------------------------------------
 
-@pytest.mark.e2e
 @pytest.mark.slow
-@needs_shared(PD98)
+@needs_data(PD98)
 def test_pd98_cws_from_scratch_learns(tmp_path):
     """The tiny PD98 CWS recipe for a few hundred steps on CPU: dev word F1 well above a trivial segmenter."""
     import time

@@ -9,12 +9,10 @@ import json
 import torch
 from typer.testing import CliRunner
 
-from tests.conftest import REF, needs_shared
+from tests.conftest import REF
 from tests.test_finetune_cli import _sets, error, finetune
 from tests.test_tasks_tagging import TINY, VOCAB, write_task_data
 from zencli.cli.app import app
-
-pytestmark = needs_shared(REF)
 
 
 def test_recipe_vocab_and_ngram_give_way_to_the_model_directory(tmp_path):

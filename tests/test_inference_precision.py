@@ -11,7 +11,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.conftest import REF, needs_shared
 from tests.test_tasks_tagging import NGRAM, SENTENCES, TINY, VOCAB, write_task_data
 from zencli.cli.app import app
 from zencli.errors import ZenError
@@ -97,7 +96,6 @@ def _made_up_lines(n: int) -> list[str]:
     return ["".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(n)]
 
 
-@needs_shared(REF)
 def test_bf16_and_int8_predictions_agree_with_fp32_on_99_percent_of_labels(ner_model):
     loaded = {p: load_for_inference(ner_model, device="cpu", precision=p) for p in ("fp32", "bf16", "int8")}
     task = loaded["fp32"].task
@@ -112,7 +110,6 @@ def test_bf16_and_int8_predictions_agree_with_fp32_on_99_percent_of_labels(ner_m
         assert same >= 0.99, f"{p}: {same:.4f} of {n} labels agree with fp32"
 
 
-@needs_shared(REF)
 def test_predict_and_evaluate_take_precision_and_never_change_the_model_files(ner_model, tmp_path):
     digest = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in ner_model.iterdir()}
     r = runner.invoke(app, ["predict", str(ner_model), "--precision", "int8"], input="北京大学的学生\n")
@@ -130,7 +127,6 @@ def test_predict_and_evaluate_take_precision_and_never_change_the_model_files(ne
     assert {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in ner_model.iterdir()} == digest
 
 
-@needs_shared(REF)
 def test_bench_predict_times_each_precision_end_to_end_and_splits_the_phases(ner_model, tmp_path):
     from zencli.bench.predict import run
 
@@ -149,7 +145,6 @@ def test_bench_predict_times_each_precision_end_to_end_and_splits_the_phases(ner
         run(ner_model, data, precisions=["fp16"])
 
 
-@needs_shared(REF)
 def test_train_eval_precision_sets_the_precision_of_training_evaluations(tmp_path):
     data = write_task_data(tmp_path, "cws")
     sets = [x for s in TINY for x in ("--set", s)]

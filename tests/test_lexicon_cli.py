@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, needs_shared
+from tests.conftest import PD98, needs_data
 from zencli.cli.lexicon import app
 from zencli.config import load_job_recipe, read_recipe_data
 from zencli.errors import ZenError
@@ -116,8 +116,7 @@ def test_synthetic_corpus_is_deterministic(tmp_path: Path):
 PD98_TRAIN = PD98 / "raw" / "train.txt"
 
 
-@pytest.mark.e2e
-@needs_shared(PD98_TRAIN)
+@needs_data(PD98_TRAIN)
 def test_pd98_train_lexicon(tmp_path: Path):
     from zencli.lexicon.ngram_file import Lexicon
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.lexicon.matcher import (
     Matches,
     NgramMatcher,
@@ -266,7 +266,6 @@ def load_fixture(name: str):
     return inputs, lexicon, matcher, token_ids
 
 
-@needs_shared(FIXTURES / "zen2_ref")
 def test_zen2_fixture_slots_are_rebuilt_exactly():
     inputs, lexicon, matcher, token_ids = load_fixture("zen2_ref")
     max_seq_len = inputs["input_ids"].shape[1]  # 16
@@ -288,7 +287,6 @@ def test_zen2_fixture_slots_are_rebuilt_exactly():
         assert ["".join(lexicon.ngrams[i - 1]) for i in ids] == strings
 
 
-@needs_shared(FIXTURES / "zen1_ref")
 def test_zen1_fixture_kept_ngrams_are_a_capped_subset_of_the_matches():
     inputs, lexicon, matcher, token_ids = load_fixture("zen1_ref")
     max_seq_len = inputs["input_ids"].shape[1]

@@ -10,14 +10,11 @@ import pytest
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOBES
 
-from tests.conftest import PD98, needs_shared
+from tests.conftest import PD98, needs_data
 from zencli.metrics import score_cws, score_ner, score_pos, split_words
 from zencli.text.labels import spans_from_labels, word_spans
 
-pytestmark = pytest.mark.e2e
-
-
-needs_data = needs_shared(PD98 / "stats.json")
+needs_pd98 = needs_data(PD98 / "stats.json")
 
 
 def _lines(path: Path) -> list[str]:
@@ -43,7 +40,7 @@ def dev_stats() -> dict:
     return json.loads((PD98 / "stats.json").read_text(encoding="utf-8"))["splits"]["dev"]
 
 
-@needs_data
+@needs_pd98
 def test_cws_oov_rate_matches_published_stats(dev_stats):
     train = {w for line in _lines(PD98 / "cws" / "train.txt") for w in split_words(line)}
     gold = [split_words(line) for line in _lines(PD98 / "cws" / "dev.txt")]
@@ -53,7 +50,7 @@ def test_cws_oov_rate_matches_published_stats(dev_stats):
     assert round(r.oov.oov_rate, 4) == dev_stats["oov_rate_vs_train"]
 
 
-@needs_data
+@needs_pd98
 def test_pos_labels_decode_to_the_cws_words():
     gold_words = [split_words(line) for line in _lines(PD98 / "cws" / "dev.txt")]
     pos = _blocks(PD98 / "pos" / "dev.tsv")
@@ -66,7 +63,7 @@ def test_pos_labels_decode_to_the_cws_words():
     assert (r.joint.f1, r.tag_accuracy, r.label_accuracy) == (1.0, 1.0, 1.0)
 
 
-@needs_data
+@needs_pd98
 def test_ner_bmes_and_bio_files_hold_the_same_entities_and_match_seqeval(dev_stats):
     bmes = [[lab for _, lab in s] for s in _blocks(PD98 / "ner" / "dev.tsv")]
     bio = [[lab for _, lab in s] for s in _blocks(PD98 / "ner-bio" / "dev.tsv")]

@@ -6,14 +6,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.model.sources import checkpoint_kind, load_pretrained
 
 runner = CliRunner()
 
-pytestmark = needs_shared(FIXTURES / "zen2_ref")
 
 
 def _outputs(model, name: str):

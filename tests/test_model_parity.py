@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.released import import_released
 
 ATOL = 1e-5
 
-pytestmark = needs_shared(FIXTURES)
 
 
 def load(name: str, **kw):

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.model.config import ZenConfig
 from zencli.model.relative_attention import RelativeSelfAttention, relative_sinusoid, skew
 
@@ -95,7 +95,6 @@ def test_skew_puts_offset_k_minus_q_at_key_k() -> None:
     assert torch.equal(out[1, 2], (k - q + L - 1).float())
 
 
-@needs_shared(FIXTURES / "zen2_ref" / "pytorch_model.bin")
 def test_sinusoid_equals_released_buffer() -> None:
     path = FIXTURES / "zen2_ref" / "pytorch_model.bin"
     buf = torch.load(path, weights_only=True)["bert.encoder.layer.0.attention.self.position_embedding.weights"]

@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import FIXTURES, needs_shared
+from tests.conftest import FIXTURES
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.model.released import export_released, import_bert, import_released
-
-pytestmark = needs_shared(FIXTURES)
 
 
 def fixture_inputs(name: str) -> dict:

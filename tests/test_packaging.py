@@ -21,11 +21,11 @@ runner = CliRunner()
 
 @pytest.fixture
 def roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """ZEN_DATA, the cache and the clone's ../shared/data as three made-up folders (all empty)."""
-    paths = {"zen_data": tmp_path / "zen-data", "cache": tmp_path / "cache", "clone": tmp_path / "shared-data"}
+    """ZEN_DATA and the cache as two made-up folders (both empty). Nothing outside them is looked at, e.g. a
+    data folder beside the clone."""
+    paths = {"zen_data": tmp_path / "zen-data", "cache": tmp_path / "cache"}
     monkeypatch.setenv("ZEN_DATA", str(paths["zen_data"]))
     monkeypatch.setenv("ZEN_CACHE_DIR", str(paths["cache"]))
-    monkeypatch.setattr(datasets, "_clone_data", lambda: paths["clone"])
     return paths
 
 
@@ -49,16 +49,15 @@ def test_version_comes_from_the_package_metadata():
 
 
 def test_data_resolves_to_the_first_root_holding_the_dataset(roots: dict[str, Path]):
-    write(roots["clone"] / "pd98" / "ner" / "train.tsv", ["甲\tO"])
+    assert [what for what, _ in datasets.data_roots()] == ["$ZEN_DATA", "the cache"]
+    write(roots["cache"] / "data" / "pd98" / "ner" / "train.tsv", ["甲\tO"])
     cfg = load_job_recipe("finetune-pd98-ner")
-    assert cfg.data.train == roots["clone"] / "pd98" / "ner" / "train.tsv"  # only the clone has it
-    (roots["cache"] / "data" / "pd98").mkdir(parents=True)
-    assert load_job_recipe("finetune-pd98-ner").data.dev == roots["cache"] / "data" / "pd98" / "ner" / "dev.tsv"
+    assert cfg.data.train == roots["cache"] / "data" / "pd98" / "ner" / "train.tsv"  # only the cache has it
     (roots["zen_data"] / "pd98").mkdir(parents=True)
     assert load_job_recipe("finetune-pd98-ner").data.test == roots["zen_data"] / "pd98" / "ner" / "test.tsv"
-    # each path on its own: sentiment only beside the clone, pd98 in ZEN_DATA
-    write(roots["clone"] / "sentiment" / "train.tsv", ["1\t好"])
-    assert load_job_recipe("finetune-sentiment-sa").data.train == roots["clone"] / "sentiment" / "train.tsv"
+    # each path on its own: sentiment only in the cache, pd98 in ZEN_DATA
+    write(roots["cache"] / "data" / "sentiment" / "train.tsv", ["1\t好"])
+    assert load_job_recipe("finetune-sentiment-sa").data.train == roots["cache"] / "data" / "sentiment" / "train.tsv"
 
 
 def test_recipe_show_prints_resolved_paths(roots: dict[str, Path]):

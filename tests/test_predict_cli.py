@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import REF, needs_shared, write
+from tests.conftest import write
 from tests.test_tasks_tagging import (
     LONG,
     NGRAM,
@@ -32,7 +32,6 @@ from zencli.text.labels import labels_from_spans
 
 runner = CliRunner()
 
-pytestmark = needs_shared(REF)
 
 # A normal line, an empty one, one much longer than max_seq_len (16 tokens: 14 chars a window), one with a
 # space (kept in the output, but no token) and a last one without a final newline.

@@ -18,7 +18,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from tests.conftest import PD98, ROOT, needs_shared, write
+from tests.conftest import PD98, ROOT, needs_data, write
 from zencli.cli.app import app
 from zencli.config import list_recipes, load_job_recipe
 from zencli.datasets import data_path
@@ -366,9 +366,8 @@ def test_bad_inputs_are_one_line_errors_in_real_processes(tmp_path):
 
 # --- the tiny recipe on PD98 (slow: ~10 minutes; ZEN_SLOW=1) ----------------------------------------------
 
-@pytest.mark.e2e
 @pytest.mark.slow
-@needs_shared(PD98 / "raw")
+@needs_data(PD98 / "raw")
 def test_tiny_recipe_on_pd98_learns(tmp_path, monkeypatch):
     """The acceptance run: the MLM loss ends far below its start, held-out masked-char accuracy far above
     always guessing the most frequent character, and the model exports to the released layout."""

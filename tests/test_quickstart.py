@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import SHARED_DATA, needs_shared
+from tests.conftest import DATA, needs_data
 from tests.test_workspace import write_corpus
 from zencli.cli.app import app
 from zencli.errors import ZenError
@@ -171,15 +171,14 @@ def test_bad_minutes_is_a_one_line_error(tmp_path, env):
 
 # --- the acceptance run: the default quickstart on PD98 (slow: ~12-15 minutes; ZEN_SLOW=1) ------------------
 
-@pytest.mark.e2e
 @pytest.mark.slow
-@needs_shared(SHARED_DATA / "pd98")
+@needs_data(DATA / "pd98")
 def test_default_quickstart_on_pd98_fits_15_minutes_and_learns(tmp_path):
     """`zen quickstart` with no options (PD98 found through $ZEN_DATA): done within its 15 minutes, the
     pretrained model well above the unigram baseline, NER far above chance; a second run only checks."""
     import time
 
-    env = {**os.environ, "ZEN_DATA": str(SHARED_DATA), "ZEN_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "ZEN_DATA": str(DATA), "ZEN_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("ZEN_WORKDIR", None)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "zencli", "quickstart", "--quiet"], cwd=tmp_path, env=env,

@@ -5,15 +5,11 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import SHARED_DATA, needs_shared
+from tests.conftest import DATA, SENTIMENT, needs_data
 from zencli.data.readers import read_task_file
 from zencli.text.labels import parse_label
 
-pytestmark = pytest.mark.e2e
-
-
-DATA = SHARED_DATA
-needs_data = needs_shared(DATA / "pd98" / "stats.json")
+needs_pd98 = needs_data(DATA / "pd98" / "stats.json")
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +17,7 @@ def pd98_dev() -> dict:
     return json.loads((DATA / "pd98" / "stats.json").read_text(encoding="utf-8"))["splits"]["dev"]
 
 
-@needs_data
+@needs_pd98
 def test_pd98_cws_pos_raw_dev(pd98_dev):
     cws, cinfo = read_task_file(DATA / "pd98" / "cws" / "dev.txt", "cws")
     pos, pinfo = read_task_file(DATA / "pd98" / "pos" / "dev.tsv", "pos")
@@ -45,7 +41,7 @@ def test_pd98_cws_pos_raw_dev(pd98_dev):
     assert len({w for s in cws for w in s.words}) == pd98_dev["word_types"]
 
 
-@needs_data
+@needs_pd98
 @pytest.mark.parametrize("folder,scheme,prefixes", [("ner", "BMES", "BMES"), ("ner-bio", "BIO", "BI")])
 def test_pd98_ner_dev(pd98_dev, folder, scheme, prefixes):
     sents, info = read_task_file(DATA / "pd98" / folder / "dev.tsv", "ner")
@@ -56,7 +52,7 @@ def test_pd98_ner_dev(pd98_dev, folder, scheme, prefixes):
     assert "O" in info.labels and set(info.labels) <= allowed
 
 
-@needs_data
+@needs_data(SENTIMENT / "stats.json")
 def test_sentiment_dev():
     stats = json.loads((DATA / "sentiment" / "stats.json").read_text(encoding="utf-8"))["splits"]["dev"]
     ex, info = read_task_file(DATA / "sentiment" / "dev.tsv", "sa")

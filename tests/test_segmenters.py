@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_tasks_tagging import needs_ref
 from zencli.data.masking import merge_with_lexicon
 from zencli.data.segmenters import (
     JiebaSegmenter,
@@ -129,7 +128,6 @@ def _saved_tagger(tmp_path: Path, task: str) -> Path:
     return save_task_model(model, inputs, spec, tmp_path / task / "model")
 
 
-@needs_ref
 def test_model_segmenter_uses_a_cws_model_and_refuses_other_tasks(tmp_path: Path):
     lex = lexicon_of("北京")
     with pytest.raises(ZenError, match=r"task is 'ner', not 'cws'"):

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from tests.conftest import REF, SHARED_DATA, needs_shared, write
+from tests.conftest import DATA, REF, needs_data, write
 from tests.test_tasks_tagging import NGRAM, TINY, VOCAB, settings_dict
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import from_dict
@@ -41,8 +41,6 @@ from zencli.tasks.model_dir import load_task_model, save_task_model
 from zencli.tasks.network_build import build_task_model
 from zencli.tasks.scoring import read_gold
 from zencli.train.checkpoint import seed_everything
-
-pytestmark = needs_shared(REF)
 
 _VOCAB_CHARS = [t for t in VOCAB.read_text(encoding="utf-8").split("\n")[5:] if t] if REF.is_dir() else []
 KEYWORD = "很"
@@ -319,9 +317,8 @@ def test_sentence_level_recipes_load_and_name_registered_tasks():
 
 # --- real data (slow; ZEN_SLOW=1) -----------------------------------------------------------------------------
 
-@pytest.mark.e2e
 @pytest.mark.slow
-@needs_shared(SHARED_DATA / "sentiment")
+@needs_data(DATA / "sentiment")
 def test_sentiment_recipe_from_scratch_learns(tmp_path):
     """The tiny sentiment recipe (zen2 from scratch) for one epoch on CPU: well above chance on dev and test."""
     from zencli.config import load_job_recipe
@@ -330,7 +327,7 @@ def test_sentiment_recipe_from_scratch_learns(tmp_path):
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
 
-    data = SHARED_DATA / "sentiment"
+    data = DATA / "sentiment"
     text = write(tmp_path / "train.txt", [line.split("\t", 1)[1] for line in
                                           (data / "train.tsv").read_text(encoding="utf-8").splitlines()])
     built = build_vocab([text], language="zh")

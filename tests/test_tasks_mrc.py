@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.conftest import REF, needs_shared, write
+from tests.conftest import write
 from tests.test_tasks_classification import filler, tiny_task, train_model
 from zencli.data.readers import MrcExample
 from zencli.data.windows import plan_windows, tokens_to_char_span, window_to_context
@@ -26,8 +26,6 @@ from zencli.tasks.model_dir import load_task_model, save_task_model
 from zencli.tasks.mrc import Answer
 from zencli.tasks.predict import evaluate_model
 from zencli.tasks.scoring import read_gold
-
-pytestmark = needs_shared(REF)
 
 QUESTION = "在哪"
 ANSWER = "北京"

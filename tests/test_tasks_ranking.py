@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.conftest import REF, needs_shared, write
+from tests.conftest import write
 from tests.test_tasks_classification import (
     filler,
     tiny_task,
@@ -22,8 +22,6 @@ from zencli.data.windows import plan_windows
 from zencli.errors import ZenError
 from zencli.tasks.model_dir import load_task_model, save_task_model
 from zencli.tasks.scoring import read_gold, score_predictions
-
-pytestmark = needs_shared(REF)
 
 ANSWER = "北京"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import REF, needs_shared, write
+from tests.conftest import REF, write
 from zencli.config.finetune import FinetuneConfig
 from zencli.config.loading import from_dict
 from zencli.data.readers import TaggedSentence
@@ -28,7 +28,6 @@ from zencli.train.checkpoint import seed_everything
 
 VOCAB, NGRAM = REF / "vocab.txt", REF / "ngram.txt"
 # Tests that build a model read its vocabulary and lexicon from the fixture: skipped in a checkout without it.
-needs_ref = needs_shared(REF)
 
 # Made-up sentences over the fixture vocabulary: (word, POS tag, entity type or None).
 SENTENCES = [
@@ -108,7 +107,6 @@ def tiny_model(tmp: Path, task: str, *extra: str, encoder: str = "zen2", decoder
     return t, model.eval(), inputs, spec, gold
 
 
-@needs_ref
 def test_a_lexicon_with_tokens_the_vocabulary_lacks_is_noted_at_model_build(tmp_path):
     """Such n-grams never match: the model trained without those words, and nothing said so."""
     from zencli.lexicon.ngram_file import Lexicon
@@ -137,7 +135,6 @@ def test_registry_has_the_tagging_tasks_and_names_the_known_ones():
 
 # --- training windows --------------------------------------------------------------------------------------
 
-@needs_ref
 def test_training_windows_cut_at_word_boundaries_without_overlap_or_loss(tmp_path):
     task, _, inputs, _, _ = tiny_model(tmp_path, "cws")  # max_seq_len 16: 14 chars per window
     words = ["北京大学", "的", "学生", "在", "图书馆", "学习", "中国人民银行"] * 4
@@ -163,7 +160,6 @@ def test_training_windows_cut_at_word_boundaries_without_overlap_or_loss(tmp_pat
         assert rec["labels"][0] == rec["labels"][-1] == -100
 
 
-@needs_ref
 def test_a_chunk_longer_than_a_window_is_cut_and_the_crf_chain_skips_its_pieces(tmp_path):
     task, _, inputs, _, _ = tiny_model(tmp_path, "cws", decoder="crf")
     words = ["在", "北京大学的学生在图书馆学习新政策", "在"]  # a 16-char "word": longer than a 14-char window
@@ -182,7 +178,6 @@ def test_a_chunk_longer_than_a_window_is_cut_and_the_crf_chain_skips_its_pieces(
 
 # --- prediction: window merging and well-formed decoding ---------------------------------------------------
 
-@needs_ref
 def test_long_inputs_take_each_chars_scores_from_its_best_window(tmp_path):
     task, model, inputs, _, _ = tiny_model(tmp_path, "ner")
     chars = list(LONG)
@@ -203,7 +198,6 @@ def test_long_inputs_take_each_chars_scores_from_its_best_window(tmp_path):
 
 @pytest.mark.parametrize("task_name,decoder", [("cws", "softmax"), ("pos", "crf"), ("ner", "crf"),
                                                ("ner", "softmax")])
-@needs_ref
 def test_decoded_labels_are_well_formed_over_whole_long_sentences(tmp_path, task_name, decoder):
     task, model, inputs, _, _ = tiny_model(tmp_path, task_name, decoder=decoder, seed=3)
     with torch.no_grad():  # an untrained model: its raw scores would give ill-formed sequences
@@ -216,7 +210,6 @@ def test_decoded_labels_are_well_formed_over_whole_long_sentences(tmp_path, task
         assert is_well_formed(p, task.scheme)
 
 
-@needs_ref
 def test_unconstrained_softmax_can_emit_ill_formed_labels(tmp_path):
     task, model, inputs, _, _ = tiny_model(tmp_path, "cws", "task.constrained=false", seed=3)
     with torch.no_grad():
@@ -228,7 +221,6 @@ def test_unconstrained_softmax_can_emit_ill_formed_labels(tmp_path):
 
 # --- evaluation ---------------------------------------------------------------------------------------------
 
-@needs_ref
 def test_unseen_gold_label_is_counted_and_scored_as_an_error(tmp_path):
     task, *_ = tiny_model(tmp_path, "pos")
     dev = write(tmp_path / "dev.txt", ["我们/r 在/p 北京/ns 学习/v", "他/XX 是/v 学生/n"])
@@ -242,7 +234,6 @@ def test_unseen_gold_label_is_counted_and_scored_as_an_error(tmp_path):
     assert evaluation.result.joint.correct == 6 and evaluation.result.joint.gold == 7
 
 
-@needs_ref
 def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
     task, *_ = tiny_model(tmp_path, "ner")  # trained labels: BMES
     assert task.scheme == "BMES"
@@ -256,7 +247,6 @@ def test_ner_predictions_are_scored_in_the_gold_files_scheme(tmp_path):
     assert unknown.unseen_labels == {"B-XYZ": 1} and any("1 predicted labels" in n for n in unknown.notes)
 
 
-@needs_ref
 def test_cws_scores_include_oov_recall_against_the_training_words(tmp_path):
     task, _, _, _, train = tiny_model(tmp_path, "cws")
     dev = write(tmp_path / "dev.txt", ["北京 大学 很 新"])
@@ -273,7 +263,6 @@ def _fmt(tmp_path, task_name, text, labels, fmt):
     return task.format_prediction(TaggedSentence(list(text), None, "in", 1), labels, fmt)
 
 
-@needs_ref
 def test_cws_output_splits_words_at_spaces_and_keeps_offsets(tmp_path):
     text, labels = "北京 大学生", ["B", "M", "E", "B", "M", "E"]  # one predicted word spans the space
     assert _fmt(tmp_path, "cws", text, labels, "text") == "北京 大学生"
@@ -283,7 +272,6 @@ def test_cws_output_splits_words_at_spaces_and_keeps_offsets(tmp_path):
     assert conll.splitlines() == ["北\tB", "京\tM", " \tE", "大\tB", "学\tM", "生\tE"]
 
 
-@needs_ref
 def test_pos_and_ner_text_and_json(tmp_path):
     labels = ["B-ns", "E-ns", "S-v", "B-n", "E-n"]
     assert _fmt(tmp_path, "pos", "北京在学习", labels, "text") == "北京/ns 在/v 学习/n"
@@ -313,7 +301,6 @@ def test_bigram_ids_mark_sentence_ends_and_unknown_pairs(tmp_path):
         BigramTable.load(tmp_path / "bad.json")
 
 
-@needs_ref
 def test_task_state_is_checked_when_a_model_is_loaded(tmp_path):
     task, *_ = tiny_model(tmp_path, "ner")
     cls = type(task)
@@ -325,7 +312,6 @@ def test_task_state_is_checked_when_a_model_is_loaded(tmp_path):
 
 @pytest.mark.parametrize("encoder,decoder", [("zen2", "softmax"), ("zen1", "crf"), ("bert", "softmax"),
                                              ("chte", "crf")])
-@needs_ref
 def test_a_saved_model_predicts_the_same_after_loading(tmp_path, encoder, decoder):
     task, model, inputs, spec, _ = tiny_model(tmp_path, "ner", encoder=encoder, decoder=decoder)
     examples = [TaggedSentence(list(t), None, "in", 1) for t in (LONG, "他在北京", "")]
@@ -342,7 +328,6 @@ def test_a_saved_model_predicts_the_same_after_loading(tmp_path, encoder, decode
         assert torch.equal(a, b)
 
 
-@needs_ref
 def test_loading_a_damaged_model_directory_is_a_one_line_error(tmp_path):
     _, model, inputs, spec, _ = tiny_model(tmp_path, "cws")
     out = save_task_model(model, inputs, spec, tmp_path / "model")

@@ -10,7 +10,6 @@ import json
 import pytest
 from rich.console import Console
 
-from tests.conftest import REF, needs_shared
 from tests.helpers_train import build, collate, make_examples
 from tests.test_train_budget import records, timed_loss
 from tests.test_train_loop import run, settings
@@ -108,7 +107,6 @@ def test_fingerprints_hold_the_ratio_only_when_it_decides_something_new():
     assert budget["warmup_ratio"] == 0.1 and budget["warmup_steps"] == 0
 
 
-@needs_shared(REF)
 def test_finetuning_passes_its_warmup_ratio_to_the_loop(tmp_path):
     from typer.testing import CliRunner
 

@@ -9,7 +9,6 @@ from collections import Counter
 import numpy as np
 import torch
 
-from tests.conftest import REF, needs_shared
 from tests.test_finetune_cli import error, finetune
 from tests.test_tasks_tagging import NGRAM, VOCAB, tiny_model
 from zencli.data.features import CharIds
@@ -17,8 +16,6 @@ from zencli.lexicon.ngram_file import Lexicon
 from zencli.tasks.model_dir import load_task_model
 from zencli.tasks.training_ngrams import add_training_ngrams
 from zencli.text.vocab import Vocab
-
-pytestmark = needs_shared(REF)
 
 
 def _char_ids() -> CharIds:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import REF, needs_shared
+from tests.conftest import REF
 from tests.test_finetune_cli import error, finetune
 from tests.test_tasks_tagging import write_task_data
 from zencli.config.finetune import FinetuneConfig, ModelSection
@@ -25,7 +25,6 @@ def test_the_rule_falls_with_the_width_of_a_pretrained_encoder(width, lr):
     assert one_digit(3.125e-4) == pytest.approx(3e-4) and one_digit(0.00096) == pytest.approx(1e-3)
 
 
-@needs_shared(REF)
 def test_layer_decay_and_head_scale_become_optimizer_groups(tmp_path):
     from zencli.tasks.finetune import _read_splits
 
@@ -63,7 +62,6 @@ def test_layer_decay_and_head_scale_become_optimizer_groups(tmp_path):
     assert sorted(seen) == sorted(names.values())  # every parameter once
 
 
-@needs_shared(REF)
 def test_reinit_top_layers_renews_only_the_top(tmp_path):
     from zencli.tasks.finetune import _read_splits
 
@@ -86,7 +84,6 @@ def test_reinit_top_layers_renews_only_the_top(tmp_path):
             assert changed, name  # drawn afresh
 
 
-@needs_shared(REF)
 def test_the_plan_line_says_how_the_rate_was_chosen(tmp_path):
     auto = ("--set", "train.lr=auto")  # the tests' tiny settings give a rate
     r, _ = finetune(tmp_path, "ner", "--model", str(REF), *auto, "--set", "train.layer_lr_decay=0.8", "--set",
@@ -101,7 +98,6 @@ def test_the_plan_line_says_how_the_rate_was_chosen(tmp_path):
     assert "lr 2e-4 (" in flat and "auto:" not in flat
 
 
-@needs_shared(REF)
 def test_transfer_settings_errors_name_the_key(tmp_path):
     data = str(write_task_data(tmp_path, "ner"))
     base = ["--task", "ner", "--train", data, "-o", str(tmp_path / "r")]
@@ -125,7 +121,6 @@ def test_auto_epochs_give_small_sets_more_passes():
     assert cfg.step_counts(658)[0] == 412  # ceil(20 × 658 / 32)
 
 
-@needs_shared(REF)
 def test_epochs_auto_says_what_it_chose(tmp_path):
     from tests.test_finetune_cli import runner
     from tests.test_tasks_tagging import NGRAM, TINY, VOCAB

@@ -196,8 +196,8 @@ def locate_corpus(data: Path | None) -> Path:
     try:
         return Path(locate(CORPUS, fetch=False))
     except ZenError as e:
-        raise ZenError(f"{e}; or give --data DIR (a converted {CORPUS}/ folder, e.g. ../shared/data/{CORPUS})"
-                       ) from None
+        raise ZenError(f"{e}; or give --data DIR (a converted {CORPUS}/ folder, as `zen data fetch {CORPUS} "
+                       "--out ROOT` writes it under ROOT)") from None
 
 
 def gpu_facts(device) -> dict[str, Any]:

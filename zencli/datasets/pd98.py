@@ -1,4 +1,4 @@
-"""People's Daily, January 1998 (PKU annotation) → the `pd98/` layout of shared/data/README.md.
+"""People's Daily, January 1998 (PKU annotation) → the `pd98/` layout of docs/data.md.
 
 Source: one paragraph per line, tokens `word/TAG` separated by whitespace. Each line becomes one sentence
 in every output: `raw` (words joined), `cws` (words joined by one space), and three character-level

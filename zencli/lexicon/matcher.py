@@ -18,7 +18,7 @@ N-gram ids follow ngram.txt: id = index in the lexicon list + 1; 0 is padding. I
 twice, the later id wins, as in the released `ngram_to_id_dict`.
 
 `select_released` reproduces which matches the released code keeps and in which slot order (ZEN 2.0:
-smallest ids first; ZEN 1.0: shuffled), see ../shared/specs/zen-checkpoints.md.
+smallest ids first; ZEN 1.0: shuffled), see docs/checkpoints.md.
 """
 
 from __future__ import annotations

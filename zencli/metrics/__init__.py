@@ -1,5 +1,5 @@
 """Evaluation metrics, one module per kind of task, each agreeing with its benchmark's official scorer
-(see shared/specs/metrics.md). Metrics take already-read items (word lists, label lists, rows), never
+(see docs/metrics.md). Metrics take already-read items (word lists, label lists, rows), never
 files, and return a result with exact counts, `main_score`, `to_dict()` (JSON) and `tables()`.
 
 Main score per metric (the one `evaluate` headlines and fine-tuning selects checkpoints on):

@@ -1,6 +1,6 @@
 """Import and export of released checkpoints: ZEN 1.0 / ZEN 2.0 directories and BERT-Chinese.
 
-Released ZEN (spec: shared/specs/zen-checkpoints.md): `config.json` + `pytorch_model.bin`
+Released ZEN (spec: docs/checkpoints.md): `config.json` + `pytorch_model.bin`
 (+ `vocab.txt`, `ngram.txt` in pretrained directories). zen's module names are the released ones, so
 the mapping is only: strip a `module.` prefix, rename TF-style LayerNorm `gamma`/`beta`, add the
 `bert.` prefix when the file was saved from a bare ZenModel, and drop the ZEN 2.0
