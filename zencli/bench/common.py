@@ -1,4 +1,5 @@
-"""Small pieces the benchmarks share: where a dataset lives and what machine a measurement ran on."""
+"""Small pieces the benchmarks share: where a dataset lives, what machine a measurement ran on, and the
+interleaved-rounds timing every speed comparison uses."""
 
 from __future__ import annotations
 
@@ -6,10 +7,32 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from zencli.errors import ZenError
+
+K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
+
+
+def interleaved_rounds(keys: Sequence[K], rounds: int, warmup: int, run: Callable[[K, int], R]
+                       ) -> dict[K, list[R]]:
+    """`run(key, round)` for every key once per round, the results of the timed rounds per key, in order.
+
+    The order is rotated from round to round, so no key always runs first or after the same neighbour, and
+    each round's results ran close in time: on a machine shared with other load, the per-round ratios of two
+    keys are what compares them (medians of those), not their separate totals. The first `warmup` rounds are
+    run and dropped (allocator, caches, lazy initialisation)."""
+    results: dict[K, list[R]] = {k: [] for k in keys}
+    n = len(keys)
+    for r in range(warmup + rounds):
+        for k in list(keys[r % n:]) + list(keys[:r % n]):
+            out = run(k, r)
+            if r >= warmup:
+                results[k].append(out)
+    return results
 
 
 def dataset_dir(data: Path | None, name: str = "pd98") -> Path:

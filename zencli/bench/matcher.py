@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from zencli.bench.common import interleaved_rounds
 from zencli.errors import ZenError
 from zencli.lexicon.matcher import Matches, NgramMatcher, naive_matches, ngram_index, select_released
 from zencli.lexicon.ngram_file import Lexicon
@@ -141,14 +142,16 @@ def run(
         ("match_batch() + ZEN 2.0 rules", batch_size,
          lambda: [select_released(matcher.match_batch(b), "zen2", seq_len, _RELEASED_SLOTS) for b in batches]),
     ]
-    wall: dict[str, list[float]] = {name: [] for name, _, _ in methods}
-    cpu: dict[str, list[float]] = {name: [] for name, _, _ in methods}
-    for _ in range(repeats):
-        for name, _, fn in methods:
-            w, c = _time(fn)
-            wall[name].append(w)
-            cpu[name].append(c)
-            advance(name)
+    fns = {name: fn for name, _, fn in methods}
+
+    def one(name: str, r: int) -> tuple[float, float]:
+        times = _time(fns[name])
+        advance(name)
+        return times
+
+    timed = interleaved_rounds(list(fns), repeats, 0, one)
+    wall = {name: [w for w, _ in t] for name, t in timed.items()}
+    cpu = {name: [c for _, c in t] for name, t in timed.items()}
 
     base_w, base_c = min(wall[methods[0][0]]), min(cpu[methods[0][0]])
     rows = []

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from zencli.bench.common import interleaved_rounds
 from zencli.bench.encoder_batches import (
     FIRST_CHAR_ID,
     CharSource,
@@ -276,25 +277,29 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
         {ph: {(v.name, p): [] for v, p in combos} for ph in ("fwd", "bwd", "opt", "fwd_bwd", "step", "infer")}
         for _ in range(2)]
     nb = len(batches)
-    for r in range(warmup + steps):
-        shift = r % len(combos)
-        for v, p in combos[shift:] + combos[:shift]:
-            times, _ = v.train_step(batches[r % nb], p)
-            if r >= warmup:
-                for c in (0, 1):
-                    f, b, o = times["fwd"][c], times["bwd"][c], times["opt"][c]
-                    for ph, val in (("fwd", f), ("bwd", b), ("opt", o), ("fwd_bwd", f + b), ("step", f + b + o)):
-                        samples[c][ph][(v.name, p)].append(val)
-            advance(f"{size.name}: training steps")
+
+    def train(combo: tuple[Variant, str], r: int) -> dict[str, tuple[float, float]]:
+        times, _ = combo[0].train_step(batches[r % nb], combo[1])
+        advance(f"{size.name}: training steps")
+        return times
+
+    for (v, p), rounds in interleaved_rounds(combos, steps, warmup, train).items():
+        for times in rounds:
+            for c in (0, 1):
+                f, b, o = times["fwd"][c], times["bwd"][c], times["opt"][c]
+                for ph, val in (("fwd", f), ("bwd", b), ("opt", o), ("fwd_bwd", f + b), ("step", f + b + o)):
+                    samples[c][ph][(v.name, p)].append(val)
+
+    def infer(combo: tuple[Variant, str], r: int) -> tuple[float, float]:
+        times = combo[0].infer(batches[r % nb], combo[1])
+        advance(f"{size.name}: inference")
+        return times
+
     infer_combos = [(v, p) for v, p in combos if v.name != DENSE_VARIANT]  # same forward as zen2
-    for r in range(warmup + infer_steps):
-        shift = r % len(infer_combos)
-        for v, p in infer_combos[shift:] + infer_combos[:shift]:
-            times = v.infer(batches[r % nb], p)
-            if r >= warmup:
-                for c in (0, 1):
-                    samples[c]["infer"][(v.name, p)].append(times[c])
-            advance(f"{size.name}: inference")
+    for (v, p), rounds in interleaved_rounds(infer_combos, infer_steps, warmup, infer).items():
+        for times in rounds:
+            for c in (0, 1):
+                samples[c]["infer"][(v.name, p)].append(times[c])
 
     dispatch = {}
     for v, p in combos:  # one more (untimed) step each, counting what it dispatches

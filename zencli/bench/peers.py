@@ -26,6 +26,7 @@ to other load), else by wall clock.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import sys
 from collections.abc import Callable
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from zencli.bench.common import interleaved_rounds
 from zencli.bench.encoder_batches import encoder_inputs, make_batches, synthetic_chars
 from zencli.bench.model import (
     BETAS,
@@ -198,6 +200,26 @@ def cases(names: list[str], mode: str, precisions: list[str]) -> list[tuple[str,
             if p != "int8" or (mode == "infer" and n.startswith("zen "))]
 
 
+def _time_case(variants: dict[str, Any], predict: dict[tuple[str, str], Any], batches: list[dict[str, Any]],
+               mode: str, by_cpu: bool, advance: Callable[[str, str], None], case: tuple[str, str], r: int) -> float:
+    """One timed step (mode "train") or forward (mode "infer") of `case` = (model, precision) on round r's batch:
+    its CPU or wall seconds."""
+    name, prec = case
+    v, b = variants[name], batches[r % len(batches)]
+    if mode == "infer" and case in predict:
+        wall, cpu = predict[case].infer(b)
+    elif isinstance(v, Variant):
+        if mode == "train":
+            phases, _ = v.train_step(b, prec)
+            wall, cpu = (sum(p[i] for p in phases.values()) for i in (0, 1))
+        else:
+            wall, cpu = v.infer(b, prec)
+    else:
+        wall, cpu = v.train_step(b, prec) if mode == "train" else v.infer(b, prec)
+    advance(name, prec)
+    return cpu if by_cpu else wall
+
+
 def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
     """zen2 against every other model in the same precision; zen2 in each precision against the released
     code's fp32 (or, without it, HF's / zen's BERT fp32): the speed a user gains by moving to zen."""
@@ -263,25 +285,10 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                                "ngram_layers": size.ngram_layers}
         for mode in modes:
             todo = cases(names, mode, precisions)
-            times: dict[tuple[str, str], list[float]] = {c: [] for c in todo}
-            for r in range(warmup + steps):
-                order = todo[r % len(todo):] + todo[:r % len(todo)]
-                b = rng_batches[r % len(rng_batches)]
-                for name, prec in order:
-                    v = variants[name]
-                    if mode == "infer" and (name, prec) in predict:
-                        wall, cpu = predict[(name, prec)].infer(b)
-                    elif isinstance(v, Variant):
-                        if mode == "train":
-                            phases, _ = v.train_step(b, prec)
-                            wall, cpu = (sum(p[i] for p in phases.values()) for i in (0, 1))
-                        else:
-                            wall, cpu = v.infer(b, prec)
-                    else:
-                        wall, cpu = v.train_step(b, prec) if mode == "train" else v.infer(b, prec)
-                    if r >= warmup:
-                        times[(name, prec)].append(cpu if by_cpu else wall)
-                    advance(f"{size.name} {mode}: {name} {prec}")
+
+            one = functools.partial(_time_case, variants, predict, rng_batches, mode, by_cpu,
+                                    lambda name, prec, where=f"{size.name} {mode}": advance(f"{where}: {name} {prec}"))
+            times = interleaved_rounds(todo, steps, warmup, one)
             tokens = batch * seq_len
             row[mode] = [{"model": n, "precision": p, "tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)}
                          for (n, p), t in times.items()]

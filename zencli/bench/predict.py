@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from zencli.bench.common import machine_facts
+from zencli.bench.common import interleaved_rounds, machine_facts
 from zencli.bench.model import ModelSize, parse_size
 from zencli.errors import ZenError
 from zencli.tasks.inference import set_precision
@@ -172,19 +172,18 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
     clock = time.process_time if by_cpu else time.perf_counter
     hooks = {p: EncoderClock(m.model, clock) for p, m in models.items()}
     on_total((warmup + rounds) * len(chosen) + (len(chosen) if profile else 0))
-    times: dict[str, list[float]] = {p: [] for p in chosen}
-    encoder: dict[str, list[float]] = {p: [] for p in chosen}
-    for r in range(warmup + rounds):
-        order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
-        for p in order:
-            hooks[p].total = 0.0
-            t0 = clock()
-            _pass(models[p], data, batch_size, chunk_lines)
-            elapsed = clock() - t0
-            if r >= warmup:
-                times[p].append(elapsed)
-                encoder[p].append(hooks[p].total)
-            advance(f"round {r + 1}: {p}")
+
+    def one(p: str, r: int) -> tuple[float, float]:
+        hooks[p].total = 0.0
+        t0 = clock()
+        _pass(models[p], data, batch_size, chunk_lines)
+        elapsed = clock() - t0
+        advance(f"round {r + 1}: {p}")
+        return elapsed, hooks[p].total
+
+    timed = interleaved_rounds(chosen, rounds, warmup, one)
+    times = {p: [t for t, _ in timed[p]] for p in chosen}
+    encoder = {p: [e for _, e in timed[p]] for p in chosen}
     for h in hooks.values():
         h.close()
     rows = []

@@ -50,6 +50,16 @@ class Pooler(nn.Module):
         return torch.tanh(self.dense(h[:, 0]))  # [B,L,H] → [B,H]
 
 
+@dataclass
+class NgramInputs:
+    """The n-gram side of a batch, ready for the towers: the slots' embeddings and where they fuse."""
+
+    g: torch.Tensor  # [B,M,H] slot embeddings, or [N,H] with `packing` (the real slots only)
+    mask: torch.Tensor  # [B,1,1,M] additive
+    P: torch.Tensor  # [B,L,M]: the weight of slot m in char l (ngram_fusion.py)
+    packing: Packing | None = None  # where the N real slots sit in [B,M]
+
+
 class Encoder(nn.Module):
     def __init__(self, config: ZenConfig):
         super().__init__()
@@ -61,19 +71,17 @@ class Encoder(nn.Module):
         self,
         h: torch.Tensor,  # [B,L,H]
         mask: torch.Tensor | None,  # [B,1,1,L] additive; None: no padding
-        g: torch.Tensor | None = None,  # [B,M,H]; None: no n-grams in this batch
-        ngram_mask: torch.Tensor | None = None,  # [B,1,1,M] additive
-        P: torch.Tensor | None = None,  # [B,L,M]
+        ngrams: NgramInputs | None = None,  # None: no n-grams in this batch
         output_all_layers: bool = False,
-        packing: Packing | None = None,  # g holds only the real slots [N,H]: where they sit in [B,M]
     ) -> list[torch.Tensor]:
         layers = []
+        g = ngrams.g if ngrams is not None else None
         for i, char_layer in enumerate(self.layer):
             h = char_layer(h, mask)
-            if g is not None:
+            if ngrams is not None:
                 if i < len(self.word_layers):  # P·g changes only while the n-gram layers run
-                    g = self.word_layers[i](g, ngram_mask, packing)
-                    Pg = ngram_sum(P, padded(g, packing))  # [B,L,H]
+                    g = self.word_layers[i](g, ngrams.mask, ngrams.packing)
+                    Pg = ngram_sum(ngrams.P, padded(g, ngrams.packing))  # [B,L,H]
                 h = h + Pg
             if output_all_layers:
                 layers.append(h)
@@ -165,42 +173,56 @@ class ZenModel(nn.Module):
         ngram_position_matrix: torch.Tensor | None = None,  # [B,L,M] precomputed P instead of the above
         output_all_layers: bool = False,
     ) -> EncoderOutput:
-        cfg = self.config
-        if cfg.released_ft_quirks:
-            # What the released fine-tuning scripts pass: ZEN 2.0 drops the n-gram types and mask (padding
-            # slots are attended, all types 0); ZEN 1.0 passes no char mask or types either.
-            ngram_token_type_ids = ngram_attention_mask = None
-            if cfg.encoder == "zen1":
-                token_type_ids = attention_mask = None
+        if self.config.released_ft_quirks:
+            token_type_ids, attention_mask, ngram_token_type_ids, ngram_attention_mask = self._released_ft_inputs(
+                token_type_ids, attention_mask)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
 
-        h = self.embeddings(input_ids, token_type_ids)  # [B,L,H]
-        # Without padding the mask adds zeros: on the CPU (a host read is free there) attention then runs
-        # without one, as it would on a batch of equal-length rows.
-        no_padding = self._host_reads_are_free(attention_mask) and bool(attention_mask.all())
-        mask = None if no_padding else additive_mask(attention_mask, h.dtype)
-
-        g = ngram_mask = P = packing = None
-        if cfg.has_ngrams and ngram_ids is not None:
-            P, ngram_ids, ngram_token_type_ids, ngram_attention_mask, packing = self._ngram_slots(
-                input_ids.shape[1], ngram_ids, ngram_token_type_ids, ngram_attention_mask,
-                ngram_starts, ngram_lengths, ngram_freqs, ngram_position_matrix,
-            )
-            if P is not None:
-                g = self.word_embeddings(ngram_ids, ngram_token_type_ids)  # [B,M,H]
-                ngram_mask = additive_mask(ngram_attention_mask, g.dtype)
-                g = g if packing is None else packing.pack(g)  # [N,H]: the real slots only
-
-        layers = self.encoder(h, mask, g, ngram_mask, P, output_all_layers, packing)
+        h = self.embeddings(input_ids, token_type_ids)  # 1. embed the chars: [B,L,H]
+        mask = self._char_mask(attention_mask, h.dtype)  # [B,1,1,L] additive, or None
+        ngrams = None  # 2. the n-grams: their positions P [B,L,M] and embeddings g [B,M,H]
+        if self.config.has_ngrams and ngram_ids is not None:
+            ngrams = self._embed_ngrams(input_ids.shape[1], ngram_ids, ngram_token_type_ids, ngram_attention_mask,
+                                        ngram_starts, ngram_lengths, ngram_freqs, ngram_position_matrix)
+        layers = self.encoder(h, mask, ngrams, output_all_layers)  # 3. the two towers, fused after every char layer
         sequence_output = layers[-1]
         return EncoderOutput(
             sequence_output=sequence_output,
-            pooled_output=self.pooler(sequence_output),
+            pooled_output=self.pooler(sequence_output),  # 4. pool [CLS]: [B,H]
             all_layers=layers if output_all_layers else None,
         )
+
+    def _released_ft_inputs(self, token_type_ids: torch.Tensor | None, attention_mask: torch.Tensor | None
+                            ) -> tuple[torch.Tensor | None, torch.Tensor | None, None, None]:
+        """What the released fine-tuning scripts pass (`released_ft_quirks`, for their fine-tuned models):
+        ZEN 2.0 drops the n-gram types and mask (padding slots are attended, all types 0); ZEN 1.0 passes no
+        char mask or types either. Returns (token types, char mask, n-gram types, n-gram mask)."""
+        if self.config.encoder == "zen1":
+            return None, None, None, None
+        return token_type_ids, attention_mask, None, None
+
+    def _char_mask(self, attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+        """The additive char mask [B,1,1,L]; None where no row has padding. Without padding the mask adds
+        zeros: on the CPU (a host read is free there) attention then runs without one, as it would on a
+        batch of equal-length rows."""
+        if self._host_reads_are_free(attention_mask) and bool(attention_mask.all()):
+            return None
+        return additive_mask(attention_mask, dtype)
+
+    def _embed_ngrams(self, seq_len: int, ngram_ids: torch.Tensor, types: torch.Tensor | None,
+                      mask: torch.Tensor | None, starts: torch.Tensor | None, lengths: torch.Tensor | None,
+                      freqs: torch.Tensor | None, P: torch.Tensor | None) -> NgramInputs | None:
+        """The n-gram slots embedded, with their position matrix P; None when they cannot add anything."""
+        P, ngram_ids, types, mask, packing = self._ngram_slots(seq_len, ngram_ids, types, mask, starts, lengths,
+                                                               freqs, P)
+        if P is None:
+            return None
+        g = self.word_embeddings(ngram_ids, types)  # [B,M,H]
+        return NgramInputs(g=g if packing is None else packing.pack(g),  # [N,H]: the real slots only
+                           mask=additive_mask(mask, g.dtype), P=P, packing=packing)
 
     def _ngram_slots(
         self,
