@@ -1,11 +1,12 @@
-"""`zen bench peers` without peers installed: zen's own encoders, the ratios, and the one-line errors."""
+"""benchmarks/peers.py without peers installed: zen's own encoders, the ratios, and the one-line errors."""
 
 from __future__ import annotations
 
 import pytest
 
+from benchmarks.peers import app as peers_app
+from benchmarks.peers import load_released, run
 from zencli.bench.model import parse_size
-from zencli.bench.peers import load_released, run
 from zencli.errors import ZenError
 
 
@@ -40,9 +41,7 @@ def test_released_folder_without_the_released_code_is_a_one_line_error(tmp_path)
 def test_cli_rejects_unknown_mode() -> None:
     from typer.testing import CliRunner
 
-    from zencli.cli.app import app
-
-    result = CliRunner().invoke(app, ["bench", "peers", "--modes", "fly", "--sizes", "1x64x1"])
+    result = CliRunner().invoke(peers_app, ["--modes", "fly", "--sizes", "1x64x1"])
     assert isinstance(result.exception, ZenError)  # main() prints it as one line, exit 2
     assert "--modes" in str(result.exception)
 

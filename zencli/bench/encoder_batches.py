@@ -1,4 +1,4 @@
-"""The synthetic (or real-text) pretraining batches `zen bench model` and `zen bench peers` time: characters,
+"""The synthetic (or real-text) pretraining batches `zen bench model` and benchmarks/peers.py time: characters,
 n-gram slots, masks and NSP labels (the make-up is described in zencli/bench/model.py's docstring)."""
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from zencli.cli import (
     bench_lexicon,
     bench_matcher,
     bench_model,
-    bench_peers,
     bench_predict,
     bench_speed,
 )
@@ -22,7 +21,6 @@ app.command("lexicon")(reads_text(bench_lexicon.lexicon))
 app.command("matcher")(reads_text(bench_matcher.matcher))
 app.command("model")(reads_text(bench_model.model))
 app.command("speed")(reads_text(bench_speed.speed))
-app.command("peers")(reads_text(bench_peers.peers))
 app.command("predict")(reads_text(bench_predict.predict))
 app.command("ablation")(reads_text(bench_ablation.ablation))
 app.command("gpu")(reads_text(bench_gpu.gpu))
