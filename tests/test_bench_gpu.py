@@ -20,7 +20,7 @@ from tests.test_workspace import write_corpus
 from zencli.bench import gpu
 from zencli.cli.app import app
 from zencli.errors import ZenError
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -208,7 +208,8 @@ def test_bad_input_is_a_one_line_error(tmp_path, monkeypatch):
 
 def test_the_library_layer_imports_neither_the_cli_nor_typer():
     code = ("import sys; import zencli.bench.gpu, zencli.jobs.lexicon, zencli.jobs.pretrain, zencli.jobs.finetune, "
-            "zencli.workspace; bad = sorted(m for m in sys.modules if m.startswith('zencli.cli') or m == 'typer'); "
+            "zencli.jobs.workspace; "
+            "bad = sorted(m for m in sys.modules if m.startswith('zencli.cli') or m == 'typer'); "
             "print(bad); sys.exit(1 if bad else 0)")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr

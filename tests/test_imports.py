@@ -19,7 +19,7 @@ LAYERS = [
     "zencli",  # zencli/__init__.py: the version
     "errors", "signals", "atomic_write", "progress", "plain_data", "formatting", "diffs",
     "text", "lexicon", "data", "model", "train", "metrics", "datasets", "config",
-    "tasks", "workspace", "jobs", "bench", "cli", "__main__",
+    "tasks", "jobs", "bench", "cli", "__main__",
 ]
 
 

@@ -19,7 +19,7 @@ from tests.test_workspace import write_corpus
 from zencli.cli.app import app
 from zencli.errors import ZenError
 from zencli.jobs.quickstart import SENTENCES
-from zencli.workspace import Workspace, budget
+from zencli.jobs.workspace import Workspace, budget
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from tests.test_pretrain_cli import error, zen
 from zencli.errors import ZenError
-from zencli.workspace import STEP_MINUTES, TASK_DEFAULTS, Workspace, as_overrides
+from zencli.jobs.workspace import STEP_MINUTES, TASK_DEFAULTS, Workspace, as_overrides
 
 runner = CliRunner()
 

@@ -34,7 +34,7 @@ from rich.markup import escape
 
 from zencli import formatting as fmt
 from zencli.errors import ZenError
-from zencli.workspace import CORPUS, TASK_DEFAULTS, Workspace, as_overrides
+from zencli.jobs.workspace import CORPUS, TASK_DEFAULTS, Workspace, as_overrides
 
 TASKS = ("ner", "cws")  # fine-tuned from the pretrained model; NER is also the prediction model
 PREDICT_TASK = "ner"

@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 
 from zencli.atomic_write import atomic_write_text
+from zencli.jobs.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 from zencli.progress import make_progress
 from zencli.text.reading import text_decoding
-from zencli.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 
 console = Console(stderr=False)
 err_console = Console(stderr=True)

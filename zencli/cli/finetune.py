@@ -1,7 +1,7 @@
 """`zen finetune`: fine-tune an encoder on a task (zencli.tasks.finetune does the work).
 
 `zen finetune --task T` with no recipe, data or vocabulary is the default pipeline's third step: the task's
-built-in recipe (zencli.workspace.TASK_DEFAULTS: ner → finetune-pd98-ner on PD98 ner/{train,dev,test}.tsv,
+built-in recipe (zencli.jobs.workspace.TASK_DEFAULTS: ner → finetune-pd98-ner on PD98 ner/{train,dev,test}.tsv,
 also cws, pos, sa) adapted to a pretrained model, starting from the workspace's `zen pretrain` model (or
 --model), into WORKDIR/finetune-T, with the training time `zen quickstart` gives the step (--max-minutes
 changes it). Without a recipe but with data files, a model trained from scratch starts from that recipe too."""
@@ -23,7 +23,7 @@ from zencli.cli.common import (
     keyed,
     keyed_options,
 )
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 
 def finetune(

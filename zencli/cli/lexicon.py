@@ -1,7 +1,7 @@
 """`zen lexicon [build|count|merge|show|stats]`: PMI n-gram lexicon extraction (see zencli/lexicon/).
 
 Bare `zen lexicon` is the first step of the default pipeline: the character vocabulary and the n-gram
-lexicon of the default corpus (PD98 raw/train.txt), into the workspace (zencli.workspace)."""
+lexicon of the default corpus (PD98 raw/train.txt), into the workspace (zencli.jobs.workspace)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from zencli.cli.common import (
 )
 from zencli.errors import ZenError
 from zencli.jobs.lexicon import build_config
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 app = typer.Typer(
     help="Extract the n-gram lexicon (frequency + PMI) from raw text: one pass (build) or map/reduce "

@@ -1,7 +1,7 @@
 """`zen predict [MODEL]`: stream text through a fine-tuned model (zencli.tasks.predict does the work).
 
 Without MODEL it is the default pipeline's last step: the workspace's most recently fine-tuned model
-(WORKDIR/finetune-*/model, zencli.workspace)."""
+(WORKDIR/finetune-*/model, zencli.jobs.workspace)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import typer
 
 from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 
 def resolve_model(model: Optional[Path], model_option: Optional[Path], workdir: Optional[Path]) -> Path:

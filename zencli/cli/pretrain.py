@@ -3,7 +3,7 @@
 
 Without --recipe it is the default pipeline's second step: the tiny recipe (pretrain-zh-tiny) on the
 default corpus (PD98 raw train, held-out dev) with the workspace's vocabulary and lexicon from `zen lexicon`,
-into WORKDIR/pretrain (zencli.workspace)."""
+into WORKDIR/pretrain (zencli.jobs.workspace)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from zencli.cli.common import (
     keyed,
     keyed_options,
 )
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 
 def pretrain(

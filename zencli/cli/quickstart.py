@@ -14,7 +14,7 @@ import typer
 from zencli import formatting as fmt
 from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, console, err_console
 from zencli.jobs.quickstart import Display, Step
-from zencli.workspace import QUICKSTART_MINUTES, Workspace
+from zencli.jobs.workspace import QUICKSTART_MINUTES, Workspace
 
 
 def quickstart(

@@ -7,6 +7,8 @@
                            task's tiny recipe), workspace_config (`zen finetune --task T`), expected_duration
     zencli.jobs.training   training_job: `zen pretrain` / `zen finetune` settings, the workspace's step or a recipe
     zencli.jobs.pretrain, zencli.jobs.finetune   run_job: train here, or start `--nproc` processes (jobs.common)
+    zencli.jobs.workspace  the pipeline's policy: the workspace's folders, its default corpus and recipes, and how
+                           a quickstart budget is split among the steps
 
 The command modules (zencli.cli), the quickstart and the benchmarks call these, so a command and a
 benchmark that names the same recipe and settings train exactly the same thing. This layer sits above

@@ -44,7 +44,7 @@ def scratch_config(cfg: FinetuneConfig, encoder: str | None) -> tuple[FinetuneCo
     """The scratch run beside `cfg` (module docstring) and a few words on its model; `encoder` is the kind
     the pretrained run's model has (task.json's `encoder`)."""
     from zencli.config.loading import build_job_config
-    from zencli.workspace import scratch_base
+    from zencli.jobs.workspace import scratch_base
 
     base = scratch_base(cfg.task.name)
     assert base is not None  # the task is named: the run read its data

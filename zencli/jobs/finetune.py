@@ -8,7 +8,7 @@ from typing import Any
 
 from zencli.config.finetune import FinetuneConfig
 from zencli.errors import ZenError
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 WORKDIR_ERROR = ("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data files or "
                  "--vocab/--ngram; here those name the run (set its output with --output)")
@@ -17,7 +17,7 @@ WORKDIR_ERROR = ("--workdir: the workspace is used by `zen finetune --task T` wi
 def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any]) -> bool:
     """The defaults chain applies when nothing says what to train on: no recipe, no data files, and no
     vocab.txt / ngram.txt of a model built from scratch (on the command line or in --set)."""
-    from zencli.workspace import overridden
+    from zencli.jobs.workspace import overridden
 
     given = any(options.get(k) is not None for k in ("data.train", "data.dev", "data.test", "model.vocab",
                                                      "model.ngram"))
@@ -40,8 +40,8 @@ def build_config(recipe: str | Path | None, overrides: list[str], options: dict[
 def scratch_recipe(recipe: str | Path | None, overrides: list[str],
                    options: dict[str, Any]) -> tuple[str, list[str]] | None:
     """(recipe, overrides clearing its files) a recipe-less run from scratch starts from
-    (zencli.workspace.scratch_base); None with a recipe or a pretrained model."""
-    from zencli.workspace import overridden, scratch_base
+    (zencli.jobs.workspace.scratch_base); None with a recipe or a pretrained model."""
+    from zencli.jobs.workspace import overridden, scratch_base
 
     if recipe is not None or options.get("model.pretrained") is not None or overridden(overrides, "model.pretrained"):
         return None
@@ -64,8 +64,15 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
     """The settings of `zen finetune --task T` on the defaults chain: the task's recipe with its dataset's
     files (`data`: the dataset directory, default located), the workspace's pretrained model unless
     --model (or --set model.pretrained) names one, WORK/finetune-T as the output and the training time
-    `zen quickstart` gives the step (zencli.workspace.STEP_MINUTES); `--set` overrides and options still win."""
-    from zencli.workspace import FROM_PRETRAINED, STEP_MINUTES, as_overrides, locate_dataset, overridden, task_defaults
+    `zen quickstart` gives the step (zencli.jobs.workspace.STEP_MINUTES); `--set` overrides and options still win."""
+    from zencli.jobs.workspace import (
+        FROM_PRETRAINED,
+        STEP_MINUTES,
+        as_overrides,
+        locate_dataset,
+        overridden,
+        task_defaults,
+    )
 
     task = _task_name(overrides, options)  # --set task.name=T counts as --task T (the last one wins)
     if task is None:
@@ -84,7 +91,7 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
 
 def expected_duration(cfg: FinetuneConfig) -> str:
     """The line the pipeline's fine-tuning step prints before it starts: how long it is expected to take."""
-    from zencli.workspace import expected_training
+    from zencli.jobs.workspace import expected_training
 
     if cfg.epochs_auto:
         length = "the epochs the data size gives (epochs auto)"

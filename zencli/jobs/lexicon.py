@@ -10,8 +10,8 @@ from typing import Any
 
 from rich.console import Console
 
+from zencli.jobs.workspace import Workspace
 from zencli.lexicon.settings import LexiconConfig
-from zencli.workspace import Workspace
 
 
 def build_config(recipe: str | Path | None, overrides: list[str], **options: Any) -> LexiconConfig:
@@ -30,10 +30,10 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
     is not redone unless `overwrite`. `data`: the corpus's dataset directory (default: located).
     `show(result, ngram_path)` displays the extraction's result (the command's tables). Returns the summary."""
     from zencli.atomic_write import atomic_write_text
+    from zencli.jobs.workspace import LEXICON_RECIPE, default_corpus, expected_lexicon
     from zencli.lexicon.extract import build as run_build
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
-    from zencli.workspace import LEXICON_RECIPE, default_corpus, expected_lexicon
 
     console = console or Console(stderr=True)
     if ws.lexicon_done() and not overwrite:

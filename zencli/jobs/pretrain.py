@@ -8,7 +8,7 @@ from typing import Any
 
 from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
-from zencli.workspace import Workspace
+from zencli.jobs.workspace import Workspace
 
 WORKDIR_ERROR = ("--workdir: the workspace is used by `zen pretrain` without a recipe, corpus, vocab or lexicon; "
                  "here those name the run (set its output with --output)")
@@ -17,7 +17,7 @@ WORKDIR_ERROR = ("--workdir: the workspace is used by `zen pretrain` without a r
 def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any] | None = None) -> bool:
     """The defaults chain applies when nothing says what to pretrain on: no recipe, and no corpus, vocab,
     lexicon or starting checkpoint given with --set."""
-    from zencli.workspace import overridden
+    from zencli.jobs.workspace import overridden
 
     return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
 
@@ -34,8 +34,8 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
     """The settings of `zen pretrain` on the defaults chain: recipe pretrain-zh-tiny on the default corpus
     (PD98 raw train, held-out dev; `data`: its dataset directory, default located) with the workspace's
     vocab.txt / ngram.txt, writing WORK/pretrain, for the training time `zen quickstart` gives the step
-    (zencli.workspace.STEP_MINUTES); `--set` overrides and options still win."""
-    from zencli.workspace import PRETRAIN_RECIPE, STEP_MINUTES, as_overrides, default_corpus
+    (zencli.jobs.workspace.STEP_MINUTES); `--set` overrides and options still win."""
+    from zencli.jobs.workspace import PRETRAIN_RECIPE, STEP_MINUTES, as_overrides, default_corpus
 
     vocab, ngram = ws.require_lexicon()
     train, heldout = default_corpus(data, console=console)
@@ -47,7 +47,7 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
 
 def expected_duration(cfg: PretrainConfig) -> str:
     """The line the pipeline's pretraining step prints before it starts: how long it is expected to take."""
-    from zencli.workspace import expected_training
+    from zencli.jobs.workspace import expected_training
 
     return expected_training("pretrain", cfg.train.max_minutes, f"all {cfg.train.max_steps:,} steps",
                              "making the shards once and scoring the held-out text")

@@ -1,5 +1,5 @@
 """The quickstart pipeline as library steps: data → lexicon → pretrain → finetune (NER) → evaluate → predict, on
-one workspace (zencli.workspace), within a time budget. `zen quickstart` (zencli.cli.quickstart) parses its
+one workspace (zencli.jobs.workspace), within a time budget. `zen quickstart` (zencli.cli.quickstart) parses its
 options and draws the screens through a `Display`; everything else — which steps run, which are skipped, what
 they write, the summary and WORK/quickstart.json — is here.
 
@@ -31,7 +31,7 @@ from rich.console import Console
 
 from zencli import formatting as fmt
 from zencli.errors import ZenError
-from zencli.workspace import CORPUS, Workspace, budget
+from zencli.jobs.workspace import CORPUS, Workspace, budget
 
 TASK = "ner"
 # Written for this demo (not corpus text): names, places and organisations for the NER model to find.
@@ -154,7 +154,7 @@ def _previous_steps(ws: Workspace) -> dict[str, dict]:
 
 
 def _data(step: Step, summary: dict, display: Display) -> None:
-    from zencli.workspace import TASK_DEFAULTS, locate_dataset
+    from zencli.jobs.workspace import TASK_DEFAULTS, locate_dataset
 
     root = locate_dataset(CORPUS, console=display.err)
     files = TASK_DEFAULTS[TASK].files(root)

@@ -9,8 +9,8 @@ from typing import Any
 
 from zencli.errors import ZenError
 from zencli.jobs import finetune, pretrain
+from zencli.jobs.workspace import Workspace
 from zencli.text.reading import text_decoding
-from zencli.workspace import Workspace
 
 
 @dataclass
