@@ -115,11 +115,13 @@ def list_data(as_json: bool = typer.Option(False, "--json", help="Print the list
     from rich.table import Table
 
     table = Table(title="datasets")
-    for column in ("name", "task", "description", "license", "download", "cached", "path", "size"):
-        table.add_column(column, justify="right" if column in ("download", "size") else "left", overflow="fold")
+    for column in ("name", "task", "license", "download", "cached", "path", "size"):
+        table.add_column(column, justify="right" if column in ("download", "size") else "left",
+                         overflow="ellipsis" if column == "license" else "fold",
+                         max_width=36 if column == "license" else None)
     for r in listing["datasets"]:
         path = f"{r['path']} ({r['from']})" if r["path"] else r["problem"] or "-"
-        table.add_row(r["name"], r["task"], r["description"], r["license"],
+        table.add_row(r["name"], r["task"], r["license"],
                       _size(r["download_bytes"]) if r["download_bytes"] else "-", "yes" if r["cached"] else "no",
                       path, _size(r["bytes"]) if r["bytes"] is not None else "-")
     console.print(table)
