@@ -118,7 +118,7 @@ def list_data(as_json: bool = typer.Option(False, "--json", help="Print the list
     for column in ("name", "task", "license", "download", "cached", "path", "size"):
         table.add_column(column, justify="right" if column in ("download", "size") else "left",
                          overflow="ellipsis" if column == "license" else "fold",
-                         max_width=36 if column == "license" else None)
+                         max_width=36 if column == "license" else None, no_wrap=column == "license")
     for r in listing["datasets"]:
         path = f"{r['path']} ({r['from']})" if r["path"] else r["problem"] or "-"
         table.add_row(r["name"], r["task"], r["license"],
