@@ -171,7 +171,7 @@ def _weibo_parser(where: str, dropped: Counter):
             raise ZenError(f"{where}:{lineno}: token {token!r} is not a char followed by its word-position digits")
         chars = m.group(1)
         if len(chars) > 1:
-            # A char outside the BMP that the release stored as two U+FFFD: one char, as in the other copies.
+            # Two U+FFFD for one char (seemingly a char outside the BMP, lost before release): read as one.
             if set(chars) != {"\ufffd"}:
                 raise ZenError(f"{where}:{lineno}: token {token!r} holds {len(chars)} chars before its position")
             dropped["replacement_char_pairs_read_as_one"] += 1

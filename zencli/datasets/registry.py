@@ -12,9 +12,9 @@ installation is skipped, so a language's converters plug in by adding their modu
        (sources, commits, sha256, license, citation, the converter's notes) and `stats.json`, and moves the
        directory into `<cache>/data/<name>/` atomically with its manifest (`cache.build_atomically`).
 
-A source that the maintainers could not read when pinning it (a file too large for their copy of the
-repository) carries `sha256=""`, `size=0` and the git blob id of the file at the pinned commit instead
-(`git_blob`): the bytes GitHub serves for that commit hash to exactly that id, so they are pinned all the same.
+A source whose sha256 could not be taken when it was pinned carries `sha256=""`, `size=0` and instead the git
+blob id of the file at the pinned commit (`git_blob`, read from the repository's tree): the bytes GitHub serves
+for that commit hash to exactly that id, so they are pinned all the same; the sha256 found goes into NOTICE.
 """
 
 from __future__ import annotations
