@@ -57,7 +57,7 @@ def test_weibo_drops_the_position_digits(tmp_path: Path):
         "老\tB-PER.NOM\n师\tI-PER.NOM\n说\tO\n３\tO\n3\tO\nb\tO\n\ufffd\tO\n\n")
     assert stats["splits"]["train"] == {"sentences": 2, "chars": 12, "entities": {"GPE.NAM": 1, "PER.NOM": 1}}
     assert stats["splits"]["test"]["sentences"] == 1  # no blank line at the end of the file
-    assert stats["dropped"]["replacement_char_pairs_read_as_one"] == 1
+    assert stats["changed"] == {"replacement_char_pairs_read_as_one_char": 1} and stats["dropped"] == {}
     sents, info = read_task_file(out / "train.tsv", "ner")
     assert info.format == "conll" and [len(s.chars) for s in sents] == [5, 7]
 

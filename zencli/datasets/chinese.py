@@ -25,7 +25,7 @@ import random
 import re
 import zipfile
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from zencli.datasets.registry import Dataset, Source
@@ -72,7 +72,8 @@ def zip_member(path: Path, member: str) -> bytes:
 Sentence = list[tuple[str, str]]  # (char, label) pairs
 
 
-def blocks(lines: list[str], where: str, parse) -> list[tuple[int, Sentence]]:
+def blocks(lines: list[str], where: str, parse: Callable[[str, int], tuple[str, str]]
+           ) -> list[tuple[int, Sentence]]:
     """Blank-line-separated sentences of one token a line: (first line number, [parse(line, lineno)])."""
     found: list[tuple[int, Sentence]] = []
     current: Sentence = []
@@ -174,7 +175,7 @@ def _weibo_parser(where: str, dropped: Counter):
             # Two U+FFFD for one char (seemingly a char outside the BMP, lost before release): read as one.
             if set(chars) != {"\ufffd"}:
                 raise ZenError(f"{where}:{lineno}: token {token!r} holds {len(chars)} chars before its position")
-            dropped["replacement_char_pairs_read_as_one"] += 1
+            dropped["replacement_char_pairs_read_as_one_char"] += 1
         char = chars[0]
         if char.isspace():
             dropped["whitespace_chars"] += 1
@@ -194,11 +195,14 @@ def convert_weibo(files: dict[str, Path], out: Path) -> dict:
         path = files[f"weiboNER_2nd_conll.{name}"]
         found = blocks(read_lines(path), str(path), _weibo_parser(str(path), dropped))
         split[name] = [s for s in (_drop_whitespace(s) for _, s in found) if s]
-        dropped["empty_sentences"] += len(found) - len(split[name])
+        if len(found) > len(split[name]):  # sentences of whitespace only
+            dropped["empty_sentences"] += len(found) - len(split[name])
         write_tagged(out / f"{name}.tsv", split[name])
-    return {"splits": _tagged_stats(split), "dropped": dict(dropped),
+    changed = {"replacement_char_pairs_read_as_one_char": dropped.pop("replacement_char_pairs_read_as_one_char", 0)}
+    return {"splits": _tagged_stats(split), "dropped": dict(dropped), "changed": changed,
             "notes": ["the word-position digits after each char were removed; labels (BIO, .NAM/.NOM) are kept",
-                      f"whitespace chars dropped: {dropped['whitespace_chars']}"]}
+                      f"{changed['replacement_char_pairs_read_as_one_char']} tokens of two U+FFFD before the "
+                      "position digits were read as one U+FFFD char"]}
 
 
 def _space_parser(where: str):

@@ -186,6 +186,9 @@ def download(ds: Dataset, source: Source, dest: Path, bar: ByteBar = _no_bar) ->
         part.unlink(missing_ok=True)
         reason = getattr(e, "reason", None) or e
         raise ZenError(offline_message(ds, f"could not download {url} ({reason})")) from None
+    except BaseException:  # Ctrl-C: no partial file stays behind
+        part.unlink(missing_ok=True)
+        raise
     part.replace(dest)
 
 
