@@ -511,6 +511,13 @@ def _raw(repo: str, ref: str, path: str) -> str:
     return f"{GITHUB_RAW}/{repo}/{ref}/{path}"
 
 
+def _per_split(repo: tuple[str, str], path: str, name: str, pins: tuple[tuple[str, int], ...]) -> tuple[Source, ...]:
+    """The train, dev and test sources of one repository: `path` and `name` hold `{split}`; pins are
+    (sha256, size) in that order."""
+    return tuple(Source(name.format(split=split), _raw(*repo, path.format(split=split)), sha, size)
+                 for split, (sha, size) in zip(SPLITS, pins, strict=True))
+
+
 _ICWB2 = ("yuikns/icwb2-data", "873a51fa6234c644126d2f2c5c603a97809d2e49")
 _SOPHON = ("SophonPlus/ChineseNlpCorpus", "a0b781d72158bde242c0626c9e354d2b328865ff")
 _ICWB2_CITATION = ("Thomas Emerson. 2005. The Second International Chinese Word Segmentation Bakeoff. "
@@ -535,6 +542,9 @@ _WEIBO = ("hltcoe/golden-horse", "7a73c08e45ed94312af4ef2d97cc35a47d029e99")
 _LATTICE = ("jiesutd/LatticeLSTM", "24d17f4270f11d2f75046789d8b67eaa2b907dce")
 _GSD = ("UniversalDependencies/UD_Chinese-GSDSimp", "r2.16")
 _CMRC = ("ymcui/cmrc2018", "c0eb1b6ba219847457e6af3180da722bbeb656af")
+_ERNIE_SPLIT = ("pengming617/bert_classification", "c155e73ee9272aa61589116aebd762204c3e4c83")
+_TAN_CITATION = ("Songbo Tan and Jin Zhang. 2008. An empirical study of sentiment analysis for Chinese documents. "
+                 "Expert Systems with Applications 34(4).")
 
 DATASETS: tuple[Dataset, ...] = (
     Dataset(
@@ -546,11 +556,10 @@ DATASETS: tuple[Dataset, ...] = (
                  "Entity Recognition for Chinese Social Media with Word Segmentation Representation Learning. "
                  "In ACL.",
         homepage="https://github.com/hltcoe/golden-horse",
-        sources=tuple(Source(f"weiboNER_2nd_conll.{s}", _raw(*_WEIBO, f"data/weiboNER_2nd_conll.{s}"), sha, size)
-                      for s, sha, size in (
-                          ("train", "4e8954c54ab33b0afc9a8abb85715c47422645cc6d1b49fdb24540f4a427e997", 536039),
-                          ("dev", "e72730d83aac680505280b6301c879b3ba470d29ac308979d48cdc58ee4907cc", 105881),
-                          ("test", "faaf6c0ebde5348b935cfd5c89f0f22c9e0779d60667d8b5efbc647b6707d50e", 108767))),
+        sources=_per_split(_WEIBO, "data/weiboNER_2nd_conll.{split}", "weiboNER_2nd_conll.{split}", (
+            ("4e8954c54ab33b0afc9a8abb85715c47422645cc6d1b49fdb24540f4a427e997", 536039),
+            ("e72730d83aac680505280b6301c879b3ba470d29ac308979d48cdc58ee4907cc", 105881),
+            ("faaf6c0ebde5348b935cfd5c89f0f22c9e0779d60667d8b5efbc647b6707d50e", 108767))),
         convert=convert_weibo),
     Dataset(
         name="resume", task="ner",
@@ -558,11 +567,10 @@ DATASETS: tuple[Dataset, ...] = (
         license="research use, as released with Lattice LSTM (no license file in the repository)",
         citation="Yue Zhang and Jie Yang. 2018. Chinese NER Using Lattice LSTM. In ACL.",
         homepage="https://github.com/jiesutd/LatticeLSTM",
-        sources=tuple(Source(f"{s}.char.bmes", _raw(*_LATTICE, f"ResumeNER/{s}.char.bmes"), sha, size)
-                      for s, sha, size in (
-                          ("train", "93b9bb0be5dd4730121587f9dc1378de3fbbe55cba1c575edec271f822c27be7", 1094528),
-                          ("dev", "1b0d67153e6e8543e9444936ed1b107bd843078c282533898085e1a9aa293952", 120251),
-                          ("test", "c4a9f42622819a4b59f66e184d446ebfa89b2f1dbba06e11d70675e59fe7e79b", 135064))),
+        sources=_per_split(_LATTICE, "ResumeNER/{split}.char.bmes", "{split}.char.bmes", (
+            ("93b9bb0be5dd4730121587f9dc1378de3fbbe55cba1c575edec271f822c27be7", 1094528),
+            ("1b0d67153e6e8543e9444936ed1b107bd843078c282533898085e1a9aa293952", 120251),
+            ("c4a9f42622819a4b59f66e184d446ebfa89b2f1dbba06e11d70675e59fe7e79b", 135064))),
         convert=convert_resume),
     Dataset(
         name="msra", task="ner",
@@ -587,22 +595,18 @@ DATASETS: tuple[Dataset, ...] = (
         name="chnsenticorp", task="sa",
         title="ChnSentiCorp (Tan Songbo): hotel, laptop and book reviews, positive/negative (ERNIE's split)",
         license="research use (ChnSentiCorp, as redistributed with the ERNIE train/dev/test split)",
-        citation="Songbo Tan and Jin Zhang. 2008. An empirical study of sentiment analysis for Chinese "
-                 "documents. Expert Systems with Applications 34(4).",
+        citation=_TAN_CITATION,
         homepage="https://github.com/pengming617/bert_classification",
-        sources=tuple(Source(f"{s}.tsv", _raw("pengming617/bert_classification",
-                                               "c155e73ee9272aa61589116aebd762204c3e4c83", f"data/{s}.tsv"), sha, size)
-                      for s, sha, size in (
-                          ("train", "0b2653c23e5c79f539472e90cb10522f0ada4b80d3da95572d8b48fda47d5b33", 3019974),
-                          ("dev", "d129e443eac08ce7643013dad496a8edf282be39cac1a4f2ad080818b296b331", 374230),
-                          ("test", "34f9d71eba6096cd8689e18913d28cf9a5f3c18a6c2804cd13304a321738c4bc", 369742))),
+        sources=_per_split(_ERNIE_SPLIT, "data/{split}.tsv", "{split}.tsv", (
+            ("0b2653c23e5c79f539472e90cb10522f0ada4b80d3da95572d8b48fda47d5b33", 3019974),
+            ("d129e443eac08ce7643013dad496a8edf282be39cac1a4f2ad080818b296b331", 374230),
+            ("34f9d71eba6096cd8689e18913d28cf9a5f3c18a6c2804cd13304a321738c4bc", 369742))),
         convert=convert_chnsenticorp),
     Dataset(
         name="chnsenticorp-htl", task="sa",
         title="ChnSentiCorp hotel reviews, all 7.7k (ChineseNlpCorpus ChnSentiCorp_htl_all), positive/negative",
         license="research use (ChineseNlpCorpus redistribution of ChnSentiCorp)",
-        citation="Songbo Tan and Jin Zhang. 2008. An empirical study of sentiment analysis for Chinese "
-                 "documents. Expert Systems with Applications 34(4).",
+        citation=_TAN_CITATION,
         homepage="https://github.com/SophonPlus/ChineseNlpCorpus",
         sources=(Source("ChnSentiCorp_htl_all.csv",
                         _raw(*_SOPHON, "datasets/ChnSentiCorp_htl_all/ChnSentiCorp_htl_all.csv"),
