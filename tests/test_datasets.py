@@ -390,8 +390,8 @@ def test_locate_order_zen_data_then_cache_then_fetch(fake: Path, tmp_path: Path,
     assert cache.cache_root() == tmp_path / "xdg" / "zen"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache.cache_root() == Path.home() / ".cache" / "zen"
-    with pytest.raises(ZenError, match="unknown dataset 'msra'; known: pd98, sentiment"):
-        datasets.locate("msra")
+    with pytest.raises(ZenError, match="unknown dataset 'nope'; known: pd98, sentiment, "):
+        datasets.locate("nope")
 
 
 def test_cache_is_written_atomically_and_checked(fake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -440,7 +440,7 @@ def test_cli_fetch_and_list(fake: Path, tmp_path: Path, monkeypatch: pytest.Monk
     r = runner.invoke(app, ["data", "list", "--json"])
     assert r.exit_code == 0, r.output
     listed = json.loads(r.output)
-    assert [d["name"] for d in listed["datasets"]] == ["pd98", "sentiment"]
+    assert [d["name"] for d in listed["datasets"]][:2] == ["pd98", "sentiment"]  # then the registry's
     assert not any(d["cached"] for d in listed["datasets"]) and listed["source_archive"] is None
 
     r = runner.invoke(app, ["data", "fetch", "pd98", "--archive", str(fake)])
@@ -453,7 +453,7 @@ def test_cli_fetch_and_list(fake: Path, tmp_path: Path, monkeypatch: pytest.Monk
     assert r.exit_code == 0, r.output
     assert "pd98" in r.output and "yes" in r.output and "(cache)" in r.output and "not fetched" not in r.output
     listed = json.loads(runner.invoke(app, ["data", "list", "--json"]).output)
-    assert [d["cached"] for d in listed["datasets"]] == [True, False]
+    assert [d["cached"] for d in listed["datasets"]][:2] == [True, False]
     assert listed["datasets"][0]["bytes"] == sum(
         p.stat().st_size for p in (tmp_path / "cache" / "data" / "pd98").rglob("*") if p.is_file())
 

@@ -61,8 +61,8 @@ def test_a_conll_seg_line_without_its_digit_names_the_line(tmp_path):
     assert f"{p}:2:" in str(e.value) and "word-position digit" in str(e.value)
 
 
-@pytest.mark.parametrize("recipe,train,text", [("finetune-weibo-ner", "weiboNER_2nd_conll.train", WEIBO_SEG),
-                                               ("finetune-resume-ner", "train.char.bmes", RESUME)])
+@pytest.mark.parametrize("recipe,train,text", [("finetune-weibo-ner", "train.tsv", WEIBO_SEG),
+                                               ("finetune-resume-ner", "train.tsv", RESUME)])
 def test_the_chte_recipes_read_their_files(tmp_path, recipe, train, text):
     """The recipe's format setting (auto) reads the file named by its data.train."""
     cfg = load_job_recipe(recipe, expected_job="finetune")

