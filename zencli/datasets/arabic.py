@@ -149,12 +149,20 @@ def convert_anercorp(files: dict[str, Path], out: Path) -> dict:
     right-to-left marks that were tokens of their own) is dropped.
 
     On the pinned file: 150,313 lines; 191 wordless lines dropped, 1 merged line and 1 line of two words
-    split; 150,124 tokens in 5,109 sentences (train 3,833 / dev 425 / test 851), 11,176 entities (LOC 4,430,
+    split; 150,124 tokens in 5,110 sentences (train 3,834 / dev 425 / test 851), 11,176 entities (LOC 4,430,
     PERS 3,603, ORG 2,026, MISC 1,117). The authors count 150,286 tokens in the original release."""
     path = _source(files, "ANERCorp")
     sentences: list[Sentence] = []
     current: Sentence = []
     blank = no_word = merged_lines = joined_words = 0
+
+    def add(word: str, tag: str) -> None:
+        nonlocal current
+        current.append((word, tag))
+        if word == ".":
+            sentences.append(current)
+            current = []
+
     for lineno, line in _lines(path):
         fields = line.split()
         if not fields:
@@ -165,11 +173,12 @@ def convert_anercorp(files: dict[str, Path], out: Path) -> dict:
             continue
         merged = _ANERCORP_MERGED.fullmatch(" ".join(fields))
         if merged:  # two lines run together: `word TAGword2 TAG2`
-            current.append((merged.group(1), merged.group(2)))
+            add(merged.group(1), merged.group(2))
             fields = [merged.group(3), merged.group(4)]
             merged_lines += 1
         if len(fields) > 2 and fields[-1] == "O":  # words run together outside any entity: one token each
-            current.extend((w, "O") for w in fields[:-2])
+            for w in fields[:-2]:
+                add(w, "O")
             fields = fields[-2:]
             joined_words += 1
         if len(fields) != 2:
@@ -177,10 +186,7 @@ def convert_anercorp(files: dict[str, Path], out: Path) -> dict:
         word, tag = fields
         if tag not in ANERCORP_TAGS:
             raise ZenError(f"{path}:{lineno}: unknown tag {tag!r}; expected one of {', '.join(sorted(ANERCORP_TAGS))}")
-        current.append((word, tag))
-        if word == ".":
-            sentences.append(current)
-            current = []
+        add(word, tag)
     unterminated = bool(current)
     if current:
         sentences.append(current)
@@ -388,7 +394,7 @@ def convert_astd(files: dict[str, Path], out: Path) -> dict:
         stats[setting] = {"splits": splits, "tweets_in_no_split": len(tweets) - len(seen)}
     _write(out / "NOTICE", _notice(
         "ASTD, the Arabic Sentiment Tweets Dataset (Nabil, Aly and Atiya 2015): Egyptian Arabic tweets, "
-        "4 classes.", _ASTD_URL, "GNU General Public License v2 (the repository's LICENSE file)."))
+        "4 classes.", _ASTD_URL, "GNU General Public License v2 (GPL-2.0), the repository's LICENSE file."))
     return stats
 
 
