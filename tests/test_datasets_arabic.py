@@ -142,7 +142,9 @@ def test_aqmar_repairs_slips_and_cuts_contiguous_blocks(tmp_path: Path):
     assert read(out / "ner" / "test.tsv") == f"{W[0]}\tB-MIS2\n{W[1]}\tI-ORG\n.\tO\n\n"
     assert stats["tags_repaired"] == {"B-MIS1` -> B-MIS1": 1, "I--ORG -> I-ORG": 9, "OO -> O": 1}
     assert {k: v["sentences"] for k, v in stats["splits"].items()} == {"train": 8, "dev": 1, "test": 1}
-    assert stats["splits"]["train"]["entity_types"] == {"MIS1": 1, "MIS2": 7, "PER": 1}
+    # an I- tag after another type opens an entity of its own, as the NER reader reads it
+    assert stats["splits"]["train"]["entity_types"] == {"MIS1": 1, "MIS2": 7, "ORG": 7, "PER": 1}
+    assert stats["splits"]["train"]["entities"] == 16 and stats["splits"]["train"]["entities_opening_with_I"] == 7
     assert stats["dropped"] == {} and "CC BY-SA 3.0" in read(out / "NOTICE")
 
 
