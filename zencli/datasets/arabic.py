@@ -62,7 +62,7 @@ def _raw(owner_repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{owner_repo}/{commit}/{path}"
 
 
-# ---------------------------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------------------------------------- reading and writing
 
 def _read_text(path: Path) -> str:
     """The file as text: UTF-8 (a BOM is dropped), `\\r\\n` read as `\\n`."""
