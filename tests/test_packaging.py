@@ -76,9 +76,11 @@ def test_a_job_on_missing_data_says_which_fetch_to_run(roots: dict[str, Path]):
     msg = str(e.value)
     assert "\n" not in msg and "finetune-pd98-ner.yaml: data.train: " in msg
     assert "dataset `pd98/` not found in $ZEN_DATA" in msg and "run `zen data fetch pd98`" in msg
-    with pytest.raises(ZenError, match=r"lexicon-ar-quran.yaml: corpus\[0\]: .*`ar/` is not a dataset zen "
-                                       r"fetches: set ZEN_DATA"):
+    with pytest.raises(ZenError, match=r"lexicon-ar-quran.yaml: corpus\[0\]: .*run `zen data fetch ar`"):
         lexicon_config("lexicon-ar-quran", [])
+    with pytest.raises(ZenError, match=r"finetune-xnli-nli.yaml: data.train: .*`xnli/` is not a dataset zen "
+                                       r"fetches: set ZEN_DATA"):
+        build_config("finetune-xnli-nli", [], {})
 
 
 def test_user_recipes_use_data_too_and_an_unknown_variable_names_its_key(roots: dict[str, Path], tmp_path: Path):

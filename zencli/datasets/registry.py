@@ -241,7 +241,10 @@ def build(ds: Dataset, target: Path, got: dict[str, tuple[Path, str]]) -> None:
         notes = [str(n) for n in stats.get("notes", ())]
         provenance = {s.name: {"url": s.url, "pinned_at": pinned_ref(s.url), "sha256": got[s.name][1],
                                "bytes": got[s.name][0].stat().st_size} for s in ds.sources}
-        _write_text(tmp / "NOTICE", notice(ds, got, notes))
+        # A converter may write a NOTICE of its own (e.g. a license block that must travel verbatim): it follows
+        # zen's provenance, unchanged.
+        own = (tmp / "NOTICE").read_text(encoding="utf-8") if (tmp / "NOTICE").is_file() else ""
+        _write_text(tmp / "NOTICE", notice(ds, got, notes) + (f"\n{own}" if own else ""))
         _write_text(tmp / "stats.json", json.dumps({"dataset": ds.name, "task": ds.task, "provenance": provenance,
                                                     **stats}, ensure_ascii=False, indent=1) + "\n")
 
