@@ -109,6 +109,24 @@ def write(path: Path, content: str | list[str]) -> Path:
 
 
 @pytest.fixture
+def dataset_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """ZEN_DATA → a root holding made-up pd98/ and sentiment/ files in their layout (docs/data.md), so a built-in
+    recipe's `${data}` paths resolve and read, as after `zen data fetch`, for tests that run its defaults."""
+    root = tmp_path_factory.mktemp("data-root")
+    cws = ["我们 喜欢 北京", "北京 是 首都", "学生 在 学习"]
+    blocks = {"ner": "北\tB-LOC\n京\tE-LOC\n好\tO\n\n", "ner-bio": "北\tB-LOC\n京\tI-LOC\n好\tO\n\n",
+              "pos": "北\tB-ns\n京\tE-ns\n好\tS-a\n\n"}
+    for split in ("train", "dev", "test"):
+        write(root / "pd98" / "raw" / f"{split}.txt", [line.replace(" ", "") for line in cws])
+        write(root / "pd98" / "cws" / f"{split}.txt", cws)
+        for folder, block in blocks.items():
+            write(root / "pd98" / folder / f"{split}.tsv", block * 3)
+        write(root / "sentiment" / f"{split}.tsv", ["1\t很好", "0\t不好", "1\t喜欢"])
+    monkeypatch.setenv("ZEN_DATA", str(root))
+    return root
+
+
+@pytest.fixture
 def one_thread():
     """Tiny tensors: a second thread only adds synchronisation, and the CPU is shared with other jobs."""
     import torch  # here, not at the top: loading this conftest (every pytest run) stays cheap

@@ -232,6 +232,7 @@ def test_same_seed_same_model_other_seed_other_model(tmp_path):
 
 # --- recipes and errors -----------------------------------------------------------------------------------
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_finetune_recipes_are_valid_and_epochs_set_the_step_count(tmp_path):
     names = [n for n in list_recipes() if n.startswith("finetune-")]
     assert {"finetune-pd98-cws", "finetune-pd98-pos", "finetune-pd98-ner", "finetune-msr-cws",
@@ -252,10 +253,12 @@ def test_finetune_recipes_are_valid_and_epochs_set_the_step_count(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["settings"]["max_steps"] == 3  # ⌈2 × 6 / 4⌉
 
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_a_typed_step_count_or_warmup_replaces_the_recipes_epochs_or_ratio(tmp_path):
     """--set train.max_steps=N with a recipe that sets epochs trains N steps (it used to train the epochs)."""
     data = write_task_data(tmp_path, "cws")
-    r = runner.invoke(app, ["finetune", "--recipe", "finetune-pd98-cws", "--train", str(data), "--vocab", str(VOCAB),
+    r = runner.invoke(app, ["finetune", "--recipe", "finetune-pd98-cws", "--train", str(data), "--dev", str(data),
+                            "--test", str(data), "--vocab", str(VOCAB),
                             "--ngram", str(NGRAM), "-o", str(tmp_path / "run"), "--quiet", *_sets(TINY),
                             "--set", "train.max_steps=2", "--set", "train.warmup_steps=1"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
@@ -297,6 +300,7 @@ def test_epochs_and_max_steps_together_are_an_error_naming_both(tmp_path):
                                                           "warmup_ratio=0.2", "--set", "train.warmup_steps=3")
 
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_without_a_recipe_a_model_from_scratch_takes_the_tasks_tiny_recipe(tmp_path):
     """Not ModelSection's 12 × 768 (135 s a step on PD98 NER): the task's from-scratch recipe, with the files given."""
     from zencli.jobs.finetune import build_config

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -29,6 +30,7 @@ def test_recipe_vocab_and_ngram_give_way_to_the_model_directory(tmp_path):
     assert json.loads((out / "run.json").read_text())["settings"]["max_steps"] == 2
 
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_files_given_on_the_command_line_still_conflict(tmp_path):
     data = str(write_task_data(tmp_path, "cws"))
     msg = error("--recipe", "finetune-pd98-cws", "--train", data, "-o", str(tmp_path / "x"), "--model", str(REF),

@@ -107,6 +107,7 @@ def test_fingerprints_hold_the_ratio_only_when_it_decides_something_new():
     assert budget["warmup_ratio"] == 0.1 and budget["warmup_steps"] == 0
 
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_finetuning_passes_its_warmup_ratio_to_the_loop(tmp_path):
     from typer.testing import CliRunner
 
