@@ -12,6 +12,7 @@ from zencli.cli import (
     bench_model,
     bench_predict,
     bench_speed,
+    bench_suite,
 )
 from zencli.cli.common import reads_text
 
@@ -24,3 +25,4 @@ app.command("speed")(reads_text(bench_speed.speed))
 app.command("predict")(reads_text(bench_predict.predict))
 app.command("ablation")(reads_text(bench_ablation.ablation))
 app.command("gpu")(reads_text(bench_gpu.gpu))
+app.command("suite")(reads_text(bench_suite.suite))
