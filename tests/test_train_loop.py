@@ -271,8 +271,12 @@ def test_settings_validation_names_the_key(tmp_path):
         TrainSettings(patience=3).validate()
     with pytest.raises(ZenError, match="precision"):
         from_dict(TrainSettings, {"precision": "fp8"}, source="r.yaml")
-    with pytest.raises(ZenError, match=r"batch_size: expected a multiple of processes × grad_accum \(3 × 1 = 3\)"):
+    with pytest.raises(ZenError, match=r"batch_size: the global batch of 8 does not split over 3 processes × "
+                                       r"grad_accum 1; 1, 2, 4, 8 processes keep it, or set a batch_size that is "
+                                       r"a multiple of 3"):
         TrainSettings(batch_size=8).micro_batch_size(3)
+    with pytest.raises(ZenError, match=r"over 1 processes × grad_accum 3; set a batch_size that is a multiple of 3$"):
+        TrainSettings(batch_size=8, grad_accum=3).micro_batch_size(1)
     ok = from_dict(TrainSettings, {"lr": "1e-4", "warmup_steps": 36000, "max_steps": 1000000}, source="r.yaml")
     assert ok.lr == 1e-4 and replace(ok, batch_size=64).micro_batch_size(2) == 32
 

@@ -145,6 +145,8 @@ def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console
     if launches(nproc, cfg.train.device):
         import yaml
 
+        cfg.train.micro_batch_size(nproc)  # a global batch the processes cannot split: said before they start
+
         from zencli.config.loading import to_dict
 
         out = Path(cfg.train.output_dir)

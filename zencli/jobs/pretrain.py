@@ -77,6 +77,8 @@ def run_job(cfg: PretrainConfig, *, nproc: int = 1, quiet: bool = False, console
     if launches(nproc, cfg.train.device):
         from zencli.tasks.pretraining import RECIPE_NAME, prepare
 
+        cfg.train.micro_batch_size(nproc)  # a global batch the processes cannot split: said before any data work
+
         prepare(cfg, console=console)  # writes OUTPUT/recipe.yaml (overwrite off: the outputs are fresh now)
         args = ["pretrain", "--recipe", str(Path(cfg.train.output_dir) / RECIPE_NAME), "--resume", cfg.train.resume]
         launch([*args, *(["--quiet"] if quiet else [])], nproc)

@@ -146,8 +146,14 @@ class TrainSettings:
         """Sequences per forward pass in each of `world_size` processes."""
         per_step = world_size * self.grad_accum
         if self.batch_size % per_step:
-            raise ZenError(f"batch_size: expected a multiple of processes × grad_accum "
-                           f"({world_size} × {self.grad_accum} = {per_step}), got {self.batch_size}")
+            # The global batch is what keeps a run's trajectory whatever the process count, so it is never
+            # rounded: say which process counts keep it, or which batch sizes this count can run.
+            counts = [n for n in range(1, self.batch_size + 1) if self.batch_size % (n * self.grad_accum) == 0]
+            keep = f"{', '.join(map(str, counts[:8]))}{' …' if len(counts) > 8 else ''} processes keep it, or " \
+                if counts else ""
+            raise ZenError(f"batch_size: the global batch of {self.batch_size} does not split over {world_size} "
+                           f"processes × grad_accum {self.grad_accum}; {keep}set a batch_size that is a multiple "
+                           f"of {per_step}")
         return self.batch_size // per_step
 
     def fingerprint_fields(self) -> dict[str, Any]:
