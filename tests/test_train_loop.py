@@ -329,3 +329,17 @@ def test_a_second_run_on_a_busy_output_dir_is_refused_with_the_holders_pid(tmp_p
     with RunLock(tmp_path):  # and the same process cannot start a second run there either
         with pytest.raises(ZenError, match=rf"pid {os.getpid()}"):
             run(tmp_path, overwrite=True)
+
+
+def test_eval_every_auto_keeps_between_5_and_50_evaluations():
+    from zencli.train.schedule import MAX_EVALS, MIN_EVALS, eval_interval
+
+    assert eval_interval("auto", 400, epoch_steps=2) == 8  # an epoch of 2 steps: 50 evaluations, not 200
+    assert eval_interval("auto", 400, epoch_steps=40) == 40  # once per epoch where that is within the range
+    assert eval_interval("auto", 400, epoch_steps=400) == 80  # one epoch: still 5 evaluations
+    assert eval_interval("auto", 400) == 40 and eval_interval("auto", 3) == 1  # no epoch: 10; a tiny run: each step
+    assert eval_interval(7, 400, epoch_steps=2) == 7 and eval_interval(0, 400) == 0  # a number is taken as given
+    for planned in (5, 37, 400, 12_345):
+        for epoch in (1, 3, 50, 10_000):
+            n = planned // eval_interval("auto", planned, epoch)
+            assert MIN_EVALS <= n <= MAX_EVALS

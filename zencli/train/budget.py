@@ -85,10 +85,18 @@ class TimeBudget:
         total = self.total_steps
         if len(self._times) >= (1 if self.fitted else CALIBRATION_STEPS):
             total = self._refit(step, eval_every, save_every)
-        total, spent = D.broadcast_object((total, self.spent()), self.ctx) if self.ctx else (total, self.spent())
+        total, spent = self._agreed((total, self.spent()))
         changed = total != self.total_steps
         self.total_steps = total
         return changed, spent
+
+    def used_up(self) -> bool:
+        """`spent` as rank 0 sees it, on every process: a resumed run whose budget is used up trains no more."""
+        return self._agreed(self.spent())
+
+    def _agreed(self, value: Any) -> Any:
+        """Rank 0's `value` on every process (all stop after the same step, on the same plan)."""
+        return D.broadcast_object(value, self.ctx) if self.ctx is not None else value
 
     def news(self) -> bool:
         """True once per notable change of the plan (the first fit, a change of more than GROW): what the

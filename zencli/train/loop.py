@@ -242,7 +242,7 @@ class _Trainer:
         batches = iter(self.data)
         try:
             # a resumed run whose budget (earlier invocations' time included) is already used up trains no more
-            spent = self.budget is not None and start_step > 0 and D.broadcast_object(self.budget.spent(), self.ctx)
+            spent = self.budget is not None and start_step > 0 and self.budget.used_up()
             done = step >= self.plan.total_steps or self.best.stopped_early or spent
             while not done:
                 step_t0 = time.perf_counter()
