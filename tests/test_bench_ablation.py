@@ -198,7 +198,7 @@ def test_each_variant_changes_one_thing_in_its_recipes(corpus, tmp_path):
     assert chosen.settings.fingerprint()["scratch_steps"] == 200
     epochs = Plan(AblationSettings(task="cws", data=corpus, out=tmp_path, finetune_steps=None, finetune_epochs=1.5))
     c = epochs.finetune_config(epochs.variants[0], 1)
-    assert c.epochs == 1.5 and c.data.train == corpus / "cws" / "train.txt" and c.train.eval_every == 0
+    assert c.epochs == 1.5 and c.data.train == corpus / "cws" / "train.txt" and c.train.eval_every == "auto"
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -18,7 +18,7 @@ DEV = "北\tB-LOC\n京\tE-LOC\n好\tO\n\n他\tS-PER\n在\tO\n南\tB-LOC\n京\tE-
 
 def _settings(**kw):
     base = dict(lr=1e-3, warmup_steps=0, warmup_ratio=0.05, batch_size=32, max_steps=300, max_minutes=None,
-                best_metric="f1", eval_every=100, patience=3)
+                best_metric="f1", eval_every=100, patience=0.2)
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -47,8 +47,12 @@ def test_classification_baseline_is_the_most_frequent_label(tmp_path: Path):
 def test_the_plan_is_one_line_with_rate_steps_and_early_stopping():
     line = plan_line(_settings(), 100, Baseline("most frequent training tag of each char", "f1", 0.1234))
     assert "\n" not in line and line.startswith("plan: lr 1e-3 (warm-up 5% of the steps")
-    assert "300 steps (3.00 epochs)" in line and "early stopping after 3 evaluations" in line
+    assert "300 steps (3.00 epochs)" in line and "dev every 100 steps keeps the best f1" in line
+    assert "early stopping after 20% of the steps without a better dev f1 (not before the warm-up ends" in line
     assert "majority baseline (most frequent training tag of each char): 12.34" in line
+    # auto: once per epoch within 5 to 50 evaluations; an epoch of 2 steps in a 400-step run: every 8 steps
+    line = plan_line(_settings(eval_every="auto", max_steps=400), 2, None)
+    assert "dev every 8 steps (about once per epoch, 5 to 50 evaluations a run)" in line
     line = plan_line(_settings(max_minutes=5.0, patience=0, warmup_ratio=0.0, lr=3e-4), 100, None)
     assert "lr 3e-4 (no warm-up" in line and "budget 5 min" in line and "no early stopping" in line
     assert "no dev evaluation" in plan_line(_settings(best_metric=None, patience=0), 100, None)

@@ -11,54 +11,70 @@ from zencli.train import budget as B
 from zencli.train.checkpoint import load_checkpoint
 
 
+def steps(b, clock, first, last, seconds, eval_every=0, save_every=0):
+    """Steps `first`..`last` of `seconds` each on the fake clock (the first step of an invocation untimed)."""
+    out = None
+    for step in range(first, last + 1):
+        clock.now += seconds
+        out = b.after_step(step, seconds, step == 1, eval_every, save_every)
+    return out
+
+
 def test_fit_plans_the_steps_that_fit_after_calibration(clock):
     b = B.TimeBudget(minutes=1.0, max_steps=10_000)
-    for step in range(1, B.CALIBRATION_STEPS + 2):  # the first step of an invocation is not timed
+    clock.now += 9.0
+    assert b.after_step(1, 9.0, True, 0, 0) == (False, False)  # the first step is not timed
+    for step in range(2, B.CALIBRATION_STEPS + 2):
         clock.now += 0.5
-        b.record_step(0.5 if step > 1 else 9.0, first_of_invocation=step == 1)
-        fitted = b.fit(step)
-        assert fitted == (step == B.CALIBRATION_STEPS + 1)
+        changed, spent = b.after_step(step, 0.5, False, 0, 0)
+        assert changed == (step == B.CALIBRATION_STEPS + 1) and not spent
     step = B.CALIBRATION_STEPS + 1
-    # 60 s budget, 4.5 s gone, 0.5 s a step: floor(55.5 × MARGIN / 0.5) more steps
-    assert b.total_steps == step + int(55.5 * B.MARGIN / 0.5)
-    assert not b.fit(step + 1)  # planned once
+    # 60 s budget, 13 s gone, 0.5 s a step: floor(47 × MARGIN / 0.5) more steps
+    assert b.total_steps == step + int(47 * B.MARGIN / 0.5) and b.news() and not b.news()
 
 
 def test_plan_is_capped_by_max_steps_and_always_moves_on(clock):
     b = B.TimeBudget(minutes=10.0, max_steps=20)
-    for step in range(1, 11):
-        b.record_step(0.01, step == 1)
-        b.fit(step)
+    steps(b, clock, 1, 10, 0.01)
     assert b.total_steps == 20
     slow = B.TimeBudget(minutes=0.001, max_steps=1000)
-    for step in range(1, 11):
-        clock.now += 1.0
-        slow.record_step(1.0, step == 1)
-        slow.fit(step)
-    assert slow.total_steps == 10  # no room left: the plan ends at the next step, never before it
-    assert slow.spent()
+    changed, spent = steps(slow, clock, 1, 10, 1.0)
+    assert slow.total_steps == 10 and spent  # no room left: the plan ends now
 
 
-def test_refit_after_an_evaluation_only_shrinks(clock):
+def test_evaluations_and_checkpoints_are_planned_for(clock):
     b = B.TimeBudget(minutes=1.0, max_steps=10_000)
-    for step in range(1, 10):
-        b.record_step(0.1, step == 1)
-        b.fit(step)
+    steps(b, clock, 1, 9, 0.1)
     planned = b.total_steps
-    assert not b.refit(9, eval_seconds=0.0, eval_every=100)  # cheap evaluations: plan unchanged
-    assert b.refit(9, eval_seconds=5.0, eval_every=100)  # 5 s per evaluation every 100 steps
-    room = 60.0 * B.MARGIN - 5.0
-    assert b.total_steps == 9 + int(room / (0.1 + 5.0 / 100)) < planned
+    b.took("eval", 5.0)  # 5 s per evaluation every 100 steps, 1 s per checkpoint every 50
+    b.took("save", 1.0)
+    assert steps(b, clock, 10, 10, 0.1, eval_every=100, save_every=50) == (True, False)
+    room = (60.0 - 1.0 - 5.0 - 1.0) * B.MARGIN  # the final evaluation and checkpoint are kept in reserve
+    assert b.total_steps == 10 + int(room / (0.1 + 5.0 / 100 + 1.0 / 50)) < planned
+
+
+def test_the_plan_follows_the_recent_step_times(clock):
+    b = B.TimeBudget(minutes=1.0, max_steps=10_000)
+    steps(b, clock, 1, B.CALIBRATION_STEPS + 1, 0.4)
+    planned = b.total_steps
+    steps(b, clock, B.CALIBRATION_STEPS + 2, 40, 0.1)  # the other jobs on the CPU finished: 4× faster
+    assert b.total_steps > 2 * planned and b.step_seconds() == pytest.approx(0.1)
+    grown = b.total_steps
+    steps(b, clock, 41, 80, 0.3)  # another job started: 3× slower again
+    assert b.step_seconds() == pytest.approx(0.3) and b.total_steps < grown
 
 
 def test_state_round_trip_counts_earlier_time(clock):
     b = B.TimeBudget(minutes=2.0, max_steps=500)
     clock.now += 30.0
     b.fitted, b.total_steps = True, 123
+    b.took("eval", 2.0)
+    steps(b, clock, 2, 3, 0.25)
     state = b.state_dict()
     c = B.TimeBudget(minutes=2.0, max_steps=500)
     c.load_state_dict(state)
-    assert (c.total_steps, c.fitted) == (123, True) and c.elapsed() == pytest.approx(30.0)
+    assert (c.total_steps, c.fitted, c.eval_seconds) == (b.total_steps, True, 2.0)
+    assert c.elapsed() == pytest.approx(30.5) and c.state_dict()["step_times"] == [0.25, 0.25]
     clock.now += 90.0
     assert c.spent()
 
@@ -78,44 +94,80 @@ def records(out):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
+def budget_run(tmp_path, clock, step_seconds, minutes=0.1, **kw):
+    """A run on the fake clock with a `minutes` budget; (result, the plans it announced, seconds it took)."""
+    import io
+
+    from rich.console import Console
+
+    from tests.helpers_train import build, collate, make_examples
+    from tests.test_train_loop import settings
+    from zencli.train import IndexedBatches, train
+
+    out = io.StringIO()
+    start = clock.now
+    eval_fn = kw.pop("eval_fn", None)
+    s = settings(tmp_path, **{"max_steps": 100_000, "max_minutes": minutes, "save_every": 0, "warmup_steps": 0,
+                              **kw})
+    result = train(build(), timed_loss(clock, step_seconds), IndexedBatches(make_examples(), collate, seed=3), s,
+                   console=Console(file=out, width=300), eval_fn=eval_fn)
+    plans = [int(line.split("→ ")[1].split()[0].replace(",", "")) for line in out.getvalue().splitlines()
+             if line.startswith("time budget") and "→" in line]
+    return result, plans, clock.now - start
+
+
 def test_training_fits_the_budget_and_decays_the_rate(tmp_path, clock):
     # 6 s at 0.05 s a step; warm-up over half of the run: the plan keeps that share
-    start = clock.now
-    _, result = run(tmp_path, loss_fn=timed_loss(clock, lambda n: 0.05), max_steps=1000, warmup_steps=0,
-                    warmup_ratio=0.5, max_minutes=0.1, save_every=0)
-    steps = B.CALIBRATION_STEPS + 1 + int((6.0 - (B.CALIBRATION_STEPS + 1) * 0.05) * B.MARGIN / 0.05)
-    assert result.step == result.planned_steps == steps  # not 1,000
-    assert clock.now - start <= 6.0
+    result, plans, took = budget_run(tmp_path, clock, lambda n: 0.05, warmup_ratio=0.5)
+    assert result.step == result.planned_steps and 0.95 * 6.0 <= took <= 6.0  # not 100,000 steps
     lrs = [r["lr"] for r in records(tmp_path) if r["kind"] == "train"]
     assert max(lrs) == pytest.approx(3e-3, rel=0.05)  # warm-up scaled to the plan: the peak is reached
-    assert lrs[-1] == pytest.approx(3e-3 / (steps - round(0.5 * steps)))  # and decays to the end
+    assert lrs[-1] <= 0.02 * 3e-3  # and decays to (about) 0 at the end
     state = load_checkpoint(result.checkpoint)
-    assert state["budget"]["total_steps"] == steps and state["budget"]["fitted"]
+    assert state["budget"]["total_steps"] == result.step and state["budget"]["fitted"]
+
+
+@pytest.mark.parametrize("slow,fast", [(0.05, 0.15), (0.15, 0.05)])
+def test_a_speed_change_mid_run_moves_the_plan_and_the_run_still_ends_at_the_budget(tmp_path, clock, slow, fast):
+    """Another job starts (or ends) on the machine at step 20: the plan follows, the learning rate still
+    reaches 0, and the run ends within 5 % of its budget, never after it."""
+    result, plans, took = budget_run(tmp_path, clock, lambda n: slow if n <= 20 else fast, log_every=1)
+    assert 0.95 * 6.0 <= took <= 6.0
+    assert result.step == result.planned_steps and plans[-1] != plans[0]
+    assert (plans[0] > result.step) == (fast > slow)  # planned at the first speed, re-planned at the second
+    lrs = [r["lr"] for r in records(tmp_path) if r["kind"] == "train"]
+    assert lrs[-1] <= 0.02 * 3e-3
+
+
+def test_evaluations_and_checkpoints_count_against_the_budget(tmp_path, clock):
+    def slow_eval(model):
+        clock.now += 0.3
+        return {"score": 0.5}
+
+    import zencli.train.checkpoint as C
+
+    save = C.CheckpointDir.save
+
+    def slow_save(self, *a, **k):
+        clock.now += 0.2
+        return save(self, *a, **k)
+
+    C.CheckpointDir.save = slow_save
+    try:
+        result, plans, took = budget_run(tmp_path, clock, lambda n: 0.05, eval_every="auto", save_every=20,
+                                         eval_fn=slow_eval)
+    finally:
+        C.CheckpointDir.save = save
+    assert 0.95 * 6.0 <= took <= 6.0 and result.step == result.planned_steps
+    evals = [r["step"] for r in records(tmp_path) if r["kind"] == "eval"]
+    assert 5 <= len(evals) <= 50 and evals[-1] == result.step
 
 
 def test_hard_stop_when_steps_slow_down(tmp_path, clock):
     start = clock.now
     slowing = timed_loss(clock, lambda n: 0.02 if n <= 12 else 0.5)  # calibrated fast, then 25× slower
     _, result = run(tmp_path, loss_fn=slowing, max_steps=100_000, max_minutes=0.05, save_every=0)
-    assert result.step < result.planned_steps  # stopped by the clock, not the plan
     assert 3.0 <= clock.now - start < 3.0 + 0.5  # the step that crossed the budget is the last
-
-
-def test_evaluations_shrink_the_plan(tmp_path, clock):
-    def slow_eval(model):
-        clock.now += 1.0
-        return {"score": 0.5}
-
-    from tests.helpers_train import build, collate, make_examples
-    from tests.test_train_loop import settings
-    from zencli.train import IndexedBatches, train
-
-    start = clock.now
-    result = train(build(), timed_loss(clock, lambda n: 0.05), IndexedBatches(make_examples(), collate, seed=3),
-                   settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, eval_every=20),
-                   eval_fn=slow_eval, show_progress=False)
-    assert result.step == result.planned_steps < 100  # 120 steps without evaluations
-    assert clock.now - start <= 6.0  # the final evaluation included
 
 
 def test_hard_stop_leaves_time_for_the_final_evaluation(tmp_path, clock):
@@ -129,10 +181,9 @@ def test_hard_stop_leaves_time_for_the_final_evaluation(tmp_path, clock):
 
     start = clock.now
     slowing = timed_loss(clock, lambda n: 0.05 if n <= 30 else 0.5)  # planned fast, then 10× slower
-    result = train(build(), slowing, IndexedBatches(make_examples(), collate, seed=3),
-                   settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, eval_every=20),
-                   eval_fn=slow_eval, show_progress=False)
-    assert result.step < result.planned_steps  # the clock stopped it
+    train(build(), slowing, IndexedBatches(make_examples(), collate, seed=3),
+          settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, eval_every=20),
+          eval_fn=slow_eval, show_progress=False)
     assert clock.now - start <= 6.0 + 0.5  # at most the step that crossed the line, evaluation included
 
 
@@ -159,31 +210,11 @@ def test_max_minutes_is_validated_and_fingerprinted(tmp_path):
     assert TrainSettings(max_minutes=5).fingerprint_fields()["max_minutes"] == 5
 
 
-def test_refit_grows_the_plan_when_steps_get_faster(clock):
-    b = B.TimeBudget(minutes=1.0, max_steps=10_000)
-    for step in range(1, B.CALIBRATION_STEPS + 2):
-        clock.now += 0.4
-        b.record_step(0.4, step == 1)
-        b.fit(step)
-    planned = b.total_steps
-    for _ in range(B.CALIBRATION_STEPS + 2, 40):  # the other jobs on the CPU finished: 4× faster
-        clock.now += 0.1
-        b.record_step(0.1, False)
-    assert b.refit(39, eval_seconds=0.0, eval_every=50) and b.total_steps > 2 * planned
-    assert b.step_seconds() == pytest.approx(0.1)
-    grown = b.total_steps
-    for _ in range(40, 50):  # the same speed again: the plan stays (no change worth a jump in the rate)
-        clock.now += 0.1
-        b.record_step(0.1, False)
-    assert not b.refit(49, eval_seconds=0.0, eval_every=50) and b.total_steps == grown
-
-
 def test_resuming_a_run_stopped_by_the_clock_trains_no_more(tmp_path, clock):
     """A run the hard stop ended before its plan: its last checkpoint has used the budget, so resuming it
     (e.g. to export a model) must not train one more step past the budget."""
     slowing = timed_loss(clock, lambda n: 0.02 if n <= 12 else 0.5)  # calibrated fast, then 25× slower
     _, first = run(tmp_path, loss_fn=slowing, max_steps=100_000, max_minutes=0.05, save_every=0)
-    assert first.step < first.planned_steps  # stopped by the clock
     _, again = run(tmp_path, loss_fn=timed_loss(clock, lambda n: 0.5), max_steps=100_000, max_minutes=0.05,
                    save_every=0)
     assert again.start_step == first.step and again.step == first.step

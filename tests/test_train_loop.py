@@ -206,7 +206,7 @@ def test_eval_keeps_best_checkpoint_and_stops_early(tmp_path):
 
     model = build()
     s = settings(tmp_path / "ev", max_steps=20, eval_every=2, save_every=2, keep_last=10, best_metric="f1",
-                 patience=2)
+                 patience=0.2)  # 4 of the 20 steps without a better f1
     result = train(model, lm_loss, IndexedBatches(make_examples(), collate, seed=3), s, eval_fn=eval_fn,
                    on_eval=lambda step, m, improved: seen.append((step, m["f1"], improved)), show_progress=False)
     assert seen == [(2, 0.5, True), (4, 0.7, True), (6, 0.6, False), (8, 0.65, False)]
@@ -222,6 +222,18 @@ def test_eval_keeps_best_checkpoint_and_stops_early(tmp_path):
     again = train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3), s, eval_fn=eval_fn,
                   show_progress=False)
     assert again.stopped_early and again.step == 8
+
+
+@pytest.mark.parametrize("warmup,patience,first_stop", [(10, 0.05, 10), (0, 0.05, 10), (0, 0.3, 14)])
+def test_early_stopping_waits_for_the_warmup_and_a_quarter_of_the_run(tmp_path, warmup, patience, first_stop):
+    """Dev gets worse after step 2 at every evaluation: the run stops once `patience` of the 40 planned steps
+    have passed since step 2, but never inside the warm-up nor before step 10 (a quarter of the run)."""
+    scores = iter(1.0 - 0.01 * k for k in range(100))
+    s = settings(tmp_path, max_steps=40, eval_every=2, save_every=0, best_metric="f1", patience=patience,
+                 warmup_steps=warmup)
+    result = train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3), s,
+                   eval_fn=lambda m: {"f1": next(scores)}, show_progress=False)
+    assert result.stopped_early and result.best_step == 2 and result.step == first_stop
 
 
 def test_unknown_best_metric_names_the_key(tmp_path):
@@ -268,7 +280,11 @@ def test_settings_validation_names_the_key(tmp_path):
     with pytest.raises(ZenError, match="r.yaml: lr: expected a learning rate > 0, got -1.0"):
         from_dict(TrainSettings, {"lr": -1}, source="r.yaml")
     with pytest.raises(ZenError, match="patience: expected 0 unless best_metric is set"):
-        TrainSettings(patience=3).validate()
+        TrainSettings(patience=0.3).validate()
+    # the old meaning (a count of evaluations) is refused, naming the key, never read as a share
+    with pytest.raises(ZenError, match=r"r.yaml: train.patience: expected a share of the planned steps in \[0, 1\) "
+                                       r".*got 5, a count of evaluations"):
+        from_dict(TrainSettings, {"patience": 5, "best_metric": "f1"}, source="r.yaml", prefix="train.")
     with pytest.raises(ZenError, match="precision"):
         from_dict(TrainSettings, {"precision": "fp8"}, source="r.yaml")
     with pytest.raises(ZenError, match=r"batch_size: the global batch of 8 does not split over 3 processes × "
@@ -317,3 +333,17 @@ def test_a_second_run_on_a_busy_output_dir_is_refused_with_the_holders_pid(tmp_p
     with RunLock(tmp_path):  # and the same process cannot start a second run there either
         with pytest.raises(ZenError, match=rf"pid {os.getpid()}"):
             run(tmp_path, overwrite=True)
+
+
+def test_eval_every_auto_keeps_between_5_and_50_evaluations():
+    from zencli.train.schedule import MAX_EVALS, MIN_EVALS, eval_interval
+
+    assert eval_interval("auto", 400, epoch_steps=2) == 8  # an epoch of 2 steps: 50 evaluations, not 200
+    assert eval_interval("auto", 400, epoch_steps=40) == 40  # once per epoch where that is within the range
+    assert eval_interval("auto", 400, epoch_steps=400) == 80  # one epoch: still 5 evaluations
+    assert eval_interval("auto", 400) == 40 and eval_interval("auto", 3) == 1  # no epoch: 10; a tiny run: each step
+    assert eval_interval(7, 400, epoch_steps=2) == 7 and eval_interval(0, 400) == 0  # a number is taken as given
+    for planned in (5, 37, 400, 12_345):
+        for epoch in (1, 3, 50, 10_000):
+            n = planned // eval_interval("auto", planned, epoch)
+            assert MIN_EVALS <= n <= MAX_EVALS

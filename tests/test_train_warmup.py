@@ -20,7 +20,7 @@ from zencli.train import budget as B
 from zencli.train.schedule import MAX_WARMUP_SHARE, WARMUP_FLOOR, plan_warmup
 
 PEAK = 3e-3  # tests.test_train_loop.settings' lr
-# 6 s (max_minutes 0.1) at 0.05 s a step: the steps test_train_budget's fitting gives
+# 6 s (max_minutes 0.1) at 0.05 s a step: the steps the first fit plans (later re-fits move the end only)
 FITTED = B.CALIBRATION_STEPS + 1 + int((6.0 - (B.CALIBRATION_STEPS + 1) * 0.05) * B.MARGIN / 0.05)
 
 
@@ -40,13 +40,16 @@ def test_plan_warmup_rules():
 
 
 def budgeted(tmp_path, clock, **kw):
-    """A run fitted into 6 simulated seconds (FITTED steps of max_steps 1,000); (train records, messages)."""
+    """A run fitted into 6 simulated seconds (first planned to FITTED steps of max_steps 1,000, ending at the
+    deadline); (train records, messages)."""
     buf = io.StringIO()
     result = train(build(), timed_loss(clock, lambda n: 0.05), IndexedBatches(make_examples(), collate, seed=3),
                    settings(tmp_path, max_steps=1000, max_minutes=0.1, save_every=0, **kw),
                    console=Console(file=buf, width=400), show_progress=True)
-    assert result.step == result.planned_steps == FITTED
-    return [r for r in records(tmp_path) if r["kind"] == "train"], buf.getvalue()
+    assert f"→ {FITTED} steps" in buf.getvalue() and result.step == result.planned_steps >= FITTED
+    recs = [r for r in records(tmp_path) if r["kind"] == "train"]
+    assert recs[-1]["step"] == result.step and recs[-1]["lr"] <= 2 * PEAK / result.step  # decayed to ~0
+    return recs, buf.getvalue()
 
 
 def lr_at(train_records, step):
@@ -57,7 +60,6 @@ def test_explicit_warmup_steps_are_honoured_in_a_fitted_run(tmp_path, clock):
     recs, out = budgeted(tmp_path, clock, warmup_steps=30)
     assert lr_at(recs, 15) == pytest.approx(PEAK * 15 / 30)  # not 30 × FITTED / 1000 ≈ 3 steps
     assert lr_at(recs, 30) == pytest.approx(PEAK)
-    assert lr_at(recs, FITTED) == pytest.approx(PEAK / (FITTED - 30))  # and decays to the fitted end
     assert "warm-up" not in out.split("train: starting")[1].split("\n", 1)[1]  # no note: nothing was shortened
     assert "warm-up 30 of 1,000 steps" in out  # the banner
 
@@ -74,7 +76,6 @@ def test_a_warmup_ratio_follows_the_fitted_steps(tmp_path, clock):
     recs, out = budgeted(tmp_path, clock, warmup_steps=0, warmup_ratio=0.25)
     warmup = round(0.25 * FITTED)
     assert lr_at(recs, warmup) == pytest.approx(PEAK) and lr_at(recs, warmup - 1) < PEAK
-    assert lr_at(recs, FITTED) == pytest.approx(PEAK / (FITTED - warmup))
     assert (f"warmup_ratio 0.25 of the {FITTED} steps that fit the time budget is {warmup} step(s), fewer than "
             f"{WARMUP_FLOOR}") in out
 

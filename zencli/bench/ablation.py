@@ -347,6 +347,7 @@ class Plan:
             steps = s.finetune_steps if v.pretrain is not None else s.from_scratch_steps
             options["train.max_steps"] = steps
             options["train.eval_every"] = max(1, steps // EVAL_POINTS)
+            options["train.patience"] = 0  # the learning curves keep all their points (as 5 evaluations did)
         else:
             options["epochs"] = s.finetune_epochs
         # the pretrained model brings its vocab.txt / ngram.txt; CHTE builds its char table from training

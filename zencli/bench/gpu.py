@@ -319,6 +319,8 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
             "train.device": device.type, "train.precision": s.precision, "train.seed": s.seed, "train.overwrite": True,
             **({} if s.threads is None else {"train.num_threads": s.threads})}
     options = {"task.name": task, "train.max_steps": s.finetune_steps}  # a step count replaces the recipe's epochs
+    if s.finetune_steps is not None:
+        ours["train.patience"] = 0  # the steps asked for are the ones measured: no early stopping
     return workspace_config(ws, [*as_overrides(ours), *s.finetune_sets], options, data=data)
 
 

@@ -15,8 +15,9 @@ read), a step count typed on the command line (`--max-steps`, `--set train.max_s
 epochs (and the other way round, as `train.warmup_steps` and `warmup_ratio` do), and both in one recipe or
 both typed is an error naming the two keys. `warmup_ratio` beside `train.warmup_ratio` is an error too.
 
-Fine-tuning reads `train.eval_every: 0` as "once per epoch" when there is a dev file (the dev score is what
-picks the best checkpoint), and `train.best_metric: null` as the task's main score. This module imports
+Fine-tuning evaluates on dev at `train.eval_every: auto` (about once per epoch, between 5 and 50 evaluations
+a run: zencli.train.schedule.eval_interval) when there is a dev file (the dev score is what picks the best
+checkpoint), and reads `train.best_metric: null` as the task's main score. This module imports
 nothing heavy, so `zen recipe show` stays fast.
 """
 
@@ -30,7 +31,8 @@ from typing import Any, ClassVar, Literal
 from zencli.errors import ZenError
 from zencli.model.config import EncoderSizes
 from zencli.text.reading import EncodingErrors
-from zencli.train.settings import TrainSettings
+from zencli.train.schedule import MAX_EVALS, MIN_EVALS
+from zencli.train.settings import TrainSettings, check_patience
 
 Encoder = Literal["zen2", "zen1", "bert", "chte"]
 ENCODERS: tuple[str, ...] = ("zen2", "zen1", "bert", "chte")
@@ -186,7 +188,7 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
 @dataclass
 class FinetuneTrainSettings(TrainSettings):
     """TrainSettings with fine-tuning defaults: the learning rate by rule, one kept checkpoint (each holds the
-    optimizer moments, 3× the model), evaluation once per epoch (eval_every 0)."""
+    optimizer moments, 3× the model), evaluation about once per epoch (eval_every auto), early stopping."""
 
     # auto: 1e-3 from scratch; for a pretrained encoder a rate falling with its width (zencli.tasks.transfer)
     lr: float | Literal["auto"] = "auto"
@@ -195,7 +197,10 @@ class FinetuneTrainSettings(TrainSettings):
     layer_lr_decay: float = 1.0
     head_lr_scale: float = 1.0  # the rate of what fine-tuning adds (the head; CHTE on a pretrained encoder) × this
     max_steps: int | None = None  # null: from `epochs`; neither given: epochs auto
-    patience: int = 5  # dev evaluations (once per epoch by default) without a better score that end the run
+    # a share of the planned steps without a better dev score that ends the run (never inside the warm-up
+    # nor before a quarter of the run: zencli.train.early_stopping); 0: no early stopping
+    patience: float = 0.2
+    eval_every: int | Literal["auto"] = "auto"
     warmup_steps: int | None = 0  # null: from the recipe's `warmup_ratio`
     batch_size: int = 32
     save_every: int = 500
@@ -209,8 +214,11 @@ class FinetuneTrainSettings(TrainSettings):
             raise ZenError(f"layer_lr_decay: expected a factor in (0, 1], got {self.layer_lr_decay}")
         if not self.head_lr_scale > 0.0:
             raise ZenError(f"head_lr_scale: expected a factor > 0, got {self.head_lr_scale}")
-        if self.patience < 0:
-            raise ZenError(f"patience: expected an integer >= 0 (0: no early stopping), got {self.patience}")
+        check_patience(self.patience)
+        if self.eval_every == 0:  # what fine-tuning read as "once per epoch" before: not reinterpreted
+            raise ZenError(f"eval_every: 0 (once per epoch, as fine-tuning read it before) is no longer a "
+                           f"cadence here; write auto (about once per epoch, {MIN_EVALS} to {MAX_EVALS} "
+                           "evaluations a run) or a step count")
         # best_metric null is the task's main score, set with the dev file at run time (patience watches it)
         TrainSettings.validate(replace(self, warmup_steps=warmup, lr=1.0 if self.lr == "auto" else self.lr,
                                        patience=self.patience if self.best_metric is not None else 0,

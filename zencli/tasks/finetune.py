@@ -12,9 +12,10 @@ Output directory (`train.output_dir`):
                                             dev_scores.json / test_scores.json beside its files
 
 Running the same command again continues from the newest checkpoint (`train.resume: auto`): a finished
-run re-exports its model without training further. With a dev file the model is evaluated once per epoch
-(or every `train.eval_every` steps), `checkpoints/best.pt` keeps the weights with the best main score,
-`train.patience` evaluations without improvement stop the run, and the exported model is the best one.
+run re-exports its model without training further. With a dev file the model is evaluated about once per
+epoch (5 to 50 times a run; or every `train.eval_every` steps), `checkpoints/best.pt` keeps the weights with
+the best main score, a share `train.patience` of the planned steps without improvement stops the run (not
+before the warm-up ends nor before a quarter of the run), and the exported model is the best one.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     with torch_threads(s.num_threads):  # the dev/test scoring after training runs on the training's threads
         result = train(model, loss_fn, data, s, eval_fn=eval_fn if splits.dev is not None else None,
                        fingerprint_extra=fingerprint_extra, console=console, show_progress=show_progress,
-                       lr_scales=scales)
+                       lr_scales=scales, epoch_steps=steps_per_epoch)
         final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
                                result.elapsed_s, notes=notes, warnings=warnings, baseline=baseline, lr=s.lr)
         if rank == 0:
@@ -230,8 +231,6 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         notes.append(f"epochs auto: {auto_epochs(n_records, s.batch_size)} epochs of {n_records:,} inputs "
                      f"(at least {AUTO_MIN_STEPS} updates, {AUTO_EPOCHS[0]} to {AUTO_EPOCHS[1]} epochs)")
     if has_dev:
-        if s.eval_every == 0:
-            s.eval_every = min(steps_per_epoch, s.max_steps)
         if s.best_metric is None:
             s.best_metric = task.main_metric
     else:

@@ -17,6 +17,8 @@ from typing import Any
 
 from zencli.tasks.base import Task
 from zencli.tasks.scoring import GoldData
+from zencli.train.early_stopping import MIN_SHARE
+from zencli.train.schedule import MAX_EVALS, MIN_EVALS, eval_interval
 
 EARLY_BEST_SHARE = 0.1  # best dev score within this share of the steps run: warn
 
@@ -71,9 +73,13 @@ def plan_line(s: Any, steps_per_epoch: int, baseline: Baseline | None, *, lr_why
     if s.best_metric is None:
         parts.append("no dev evaluation: the last model is kept")
     else:
-        stop = (f"early stopping after {s.patience} evaluations without a better dev {s.best_metric}"
-                if s.patience else "no early stopping")
-        every = "step" if s.eval_every == 1 else f"{s.eval_every:,} steps"
+        stop = (f"early stopping after {s.patience:.0%} of the steps without a better dev {s.best_metric} (not "
+                f"before the warm-up ends nor {MIN_SHARE:.0%} of the run)" if s.patience else "no early stopping")
+        n = eval_interval(s.eval_every, s.max_steps, steps_per_epoch)
+        every = "step" if n == 1 else f"{n:,} steps"
+        if s.eval_every == "auto":
+            every += f" (about once per epoch, {MIN_EVALS} to {MAX_EVALS} evaluations a run" + (
+                ", following the steps the budget fits)" if s.max_minutes is not None else ")")
         parts.append(f"dev every {every} keeps the best {s.best_metric}; {stop}")
     if baseline is not None:
         parts.append(f"dev {baseline.metric} of the majority baseline ({baseline.what}): {100 * baseline.score:.2f}")

@@ -11,7 +11,9 @@ when the `tensorboard` package is installed, TensorBoard scalars under `<output_
 
 `BaselineWatch` describes a check the loop makes once while it runs: is a train metric clearly past a
 baseline (e.g. a pretraining's MLM loss past the unigram loss) after a share of the planned steps? If not,
-the run warns loudly (red, even with the progress display off) and records the warning.
+the run warns loudly (red, even with the progress display off) and records the warning. `BaselineCheck` is
+the callback that makes it: the loop calls `on_log` after each logged window and records what it returns.
+`RunLog` is the loop's one place for what it shows and writes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rich.console import Console
 from rich.panel import Panel
@@ -29,8 +31,11 @@ from rich.progress import Progress
 from rich.text import Text
 
 from zencli.atomic_write import atomic_write_text
-from zencli.errors import WriteError
+from zencli.errors import WriteError, ZenError
 from zencli.progress import make_progress
+
+if TYPE_CHECKING:
+    from zencli.train.schedule import StepPlan
 
 
 def format_eta(seconds: float) -> str:
@@ -88,6 +93,47 @@ class BaselineWatch:
         if self.mode == "min":
             return value < self.baseline - self.margin
         return value > self.baseline + self.margin
+
+
+class Callback(Protocol):
+    """A small object the loop calls at fixed points; what it returns is recorded as a warning."""
+
+    def on_log(self, step: int, record: dict[str, Any], plan: StepPlan) -> dict[str, Any] | None: ...
+
+
+class BaselineCheck:
+    """The callback of a `BaselineWatch`: judges once, when due, and returns a warning record if the metric
+    has not moved past its baseline."""
+
+    def __init__(self, watch: BaselineWatch):
+        self.watch, self.windows, self.judged = watch, 0, False
+
+    def on_log(self, step: int, record: dict[str, Any], plan: StepPlan) -> dict[str, Any] | None:
+        w = self.watch
+        self.windows += 1
+        if self.judged or not w.due(step, plan.total_steps, self.windows):
+            return None
+        self.judged = True
+        if w.metric not in record:
+            raise ZenError(f"baseline watch: {w.metric!r} is not a train metric (expected one of "
+                           f"{', '.join(k for k in record if k not in ('kind', 'step'))})")
+        value = record[w.metric]
+        if w.passed(value):
+            return None
+        below = w.mode == "min"
+        bound = w.baseline - w.margin if below else w.baseline + w.margin
+        margin = f" {'-' if below else '+'} {w.margin:g}" if w.margin else ""
+        shown = "n/a" if value is None else f"{value:.4f}"
+        warmup, total = plan.schedule.warmup_steps, plan.total_steps
+        message = (f"step {step:,} of {total:,}: the train {w.metric} is {shown}, not yet "
+                   f"{'below' if below else 'above'} {bound:.4f} ({w.label} {w.baseline:.4f}{margin}) — the model "
+                   f"has not started learning (a slow start may still take off; a run that stays here learns "
+                   f"nothing). Likely causes: a peak learning rate too high for its warm-up, or far too low "
+                   f"(lr {plan.settings.lr:g}, warm-up {warmup:,} step{'' if warmup == 1 else 's'}); too few steps "
+                   f"({total:,} planned). Lower lr (or raise a tiny one), lengthen the warm-up "
+                   "(warmup_steps / warmup_ratio) or train longer.")
+        return {"kind": "warning", "step": step, "metric": w.metric, "value": value, "baseline": w.baseline,
+                "message": message}
 
 
 def warning_panel(text: str) -> Panel:
@@ -222,3 +268,59 @@ class MetricsLog:
                 self._tb.close()
             except OSError:  # closing after a failed run: the scalars written so far stay
                 pass
+
+
+class RunLog:
+    """What a training run shows and writes, in one place: the progress display and metrics.jsonl (rank 0),
+    the notes said before the display opens, the warnings, the last train record."""
+
+    def __init__(self, console: Console | None, show: bool, is_main: bool):
+        self.console, self.show, self.is_main = console, show and is_main, is_main
+        self.notes: list[str] = []  # said once the display is open
+        self.file_notes: list[str] = []  # the same, also under --quiet (a damaged checkpoint passed over)
+        self.warnings: list[dict[str, Any]] = []
+        self.last_record: dict[str, Any] = {}
+        self.progress: ProgressDisplay | None = None
+        self.metrics: MetricsLog | None = None
+
+    def open(self, out: Path, total_steps: int, start_step: int, tensorboard: bool, banner: str) -> None:
+        self.progress = ProgressDisplay(total_steps, start_step, self.console, enabled=self.show)
+        self.metrics = MetricsLog(out, tensorboard) if self.is_main else None
+        for text in [banner, *self.notes]:
+            self.say(text)
+        if self.is_main:
+            for text in self.file_notes:
+                self.progress.note(text)
+
+    def say(self, text: str) -> None:
+        if self.progress is None:
+            self.notes.append(text)
+        elif self.is_main:
+            self.progress.message(text)
+
+    def set_total(self, total_steps: int) -> None:
+        if self.progress is not None:
+            self.progress.set_total(total_steps)
+
+    def train(self, step: int, record: dict[str, Any]) -> None:
+        self.last_record = record
+        if self.metrics is not None:
+            self.metrics.write(record)
+            self.progress.log(step, record)
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.write(record)
+
+    def warn(self, record: dict[str, Any]) -> None:
+        """A warning record: kept for the result, written, and shown loudly."""
+        self.warnings.append(record)
+        if self.metrics is not None:
+            self.metrics.write(record)
+            self.progress.warn(record["message"])
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+        if self.metrics is not None:
+            self.metrics.close()

@@ -92,10 +92,15 @@ class TrainSettings:
     log_every: int = 10
     tensorboard: bool = True  # write TensorBoard events when the tensorboard package is installed
     # evaluation, best checkpoint, early stopping (needs an eval_fn)
-    eval_every: int = 0  # 0: only at the end
+    # Steps between evaluations; 0: only at the end. auto: a step cadence that gives between MIN_EVALS and
+    # MAX_EVALS evaluations of the planned steps (once per epoch where the caller names the epoch and that
+    # keeps within the range); with a time budget it follows the re-planned step count.
+    eval_every: int | Literal["auto"] = 0
     best_metric: str | None = None  # e.g. "f1": keep checkpoints/best.pt by this eval metric
     best_mode: Literal["max", "min"] = "max"
-    patience: int = 0  # stop after this many evaluations without improvement; 0: never
+    # Early stopping: stop once this share of the planned steps has passed without a better evaluation
+    # (e.g. 0.2), never inside the warm-up nor before a quarter of the run (zencli.train.early_stopping); 0: never
+    patience: float = 0.0
 
     def validate(self) -> None:
         """Raise ZenError naming the first bad key."""
@@ -128,8 +133,9 @@ class TrainSettings:
         need(self.save_every >= 0, "save_every", "an integer >= 0 (0: only at the end)")
         need(self.keep_last >= 1, "keep_last", "an integer >= 1")
         need(self.log_every >= 1, "log_every", "an integer >= 1")
-        need(self.eval_every >= 0, "eval_every", "an integer >= 0 (0: only at the end)")
-        need(self.patience >= 0, "patience", "an integer >= 0 (0: no early stopping)")
+        need(self.eval_every == "auto" or self.eval_every >= 0, "eval_every",
+             "an integer >= 0 (0: only at the end) or auto")
+        check_patience(self.patience)
         need(self.patience == 0 or self.best_metric is not None, "patience",
              "0 unless best_metric is set (early stopping watches that metric)")
         need(self.best_metric is None or self.best_metric.strip() != "", "best_metric",
@@ -170,6 +176,17 @@ class TrainSettings:
             else:
                 fields["warmup_ratio"] = self.warmup_ratio
         return fields
+
+
+def check_patience(patience: float) -> None:
+    """A ZenError naming the key unless `patience` is a share of the planned steps in [0, 1). A whole number
+    >= 1 is what the setting meant before (evaluations without improvement): refused, not reinterpreted."""
+    if 0 <= patience < 1:
+        return
+    old = (", a count of evaluations (what patience meant before); give the share of the run instead"
+           if patience >= 1 and float(patience).is_integer() else "")
+    raise ZenError(f"patience: expected a share of the planned steps in [0, 1) (e.g. 0.2; 0: no early stopping), "
+                   f"got {patience:g}{old}")
 
 
 def warmup_from_ratio(ratio: float, total_steps: int) -> int:
