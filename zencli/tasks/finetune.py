@@ -139,7 +139,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     scales = lr_scales(model, layer_decay=s.layer_lr_decay,
                        head_scale=s.head_lr_scale if cfg.model.pretrained is not None else 1.0)
     bag = getattr(model.head, "bag", None)
-    if bag is not None:  # seconds; a resumed run's checkpoint replaces it
+    if bag is not None:  # no encoder pass: cheap; a resumed run's checkpoint then replaces what it fitted
         from zencli.tasks.ngram_bag import fit_bag
 
         started = time.perf_counter()
