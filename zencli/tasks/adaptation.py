@@ -54,7 +54,7 @@ def check_adapt_files(cfg: FinetuneConfig) -> None:
 
 def fingerprint(cfg: FinetuneConfig, n_texts: int) -> dict[str, Any]:
     """What the adapted model depends on: a change (another model, text file or budget) adapts again."""
-    files = [{"path": str(p), "bytes": Path(p).stat().st_size} for p in cfg.adapt.text]
+    files = [{"path": str(p), "bytes": Path(p).stat().st_size} for p in [cfg.data.train, *cfg.adapt.text]]
     return {"pretrained": str(cfg.model.pretrained), "minutes": cfg.adapt.minutes, "text": files,
             "training_texts": n_texts, "seed": cfg.train.seed}
 
