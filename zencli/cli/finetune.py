@@ -62,6 +62,13 @@ def finetune(
                                    "instead of resuming or refusing."),
     max_minutes: Optional[float] = keyed("train.max_minutes", "--max-minutes", help="Train for at most this many "
                                          "minutes: the step count and schedule are fitted to it."),
+    adapt_minutes: Optional[float] = keyed("adapt.minutes", "--adapt-minutes", help="First adapt the pretrained "
+                                           "model to the task's text for this many minutes of --max-minutes: its "
+                                           "lexicon grows by that text's n-grams, then masked-LM pretraining "
+                                           "continues on it."),
+    adapt_text: Optional[list[Path]] = keyed("adapt.text", "--adapt-text", help="Raw text of your domain to adapt "
+                                             "to as well, one document per line (repeatable; needs "
+                                             "--adapt-minutes)."),
     workdir: Optional[Path] = WORKDIR_OPTION,
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes on this machine (DDP; one GPU "
                                "each on CUDA; train.batch_size stays the global batch). Or use torchrun."),
@@ -82,6 +89,7 @@ def finetune(
     from zencli.jobs.training import run_training
 
     options = {**keyed_options(finetune, locals()), "train.overwrite": True if overwrite else None}
+    options["adapt.text"] = options["adapt.text"] or None  # a repeatable flag left out reads as []
     job, result = run_training("finetune", recipe, overrides, options, workdir, nproc=nproc, quiet=quiet,
                                console=err_console, out=console, compare_scratch=compare_scratch)
     if result is None:

@@ -55,6 +55,10 @@ class TaskSection:
     # zencli/tasks/tagging.py)
     word_labels: Literal["first", "continuation"] | None = None
     metric: str | None = None  # mrc: cmrc2018 (CMRC 2018 script) or squad (SQuAD v1.1 script); null: cmrc2018
+    # dc / sa / spm / nli: add a linear model on the text's hashed char 1-3-grams and matched lexicon n-grams
+    # to the classifier's logits (zencli.model.heads.NgramBag); null: the task's default (on for dc and sa, where
+    # it was measured to help: docs/results.md, "An n-gram channel for sentence classification")
+    ngram_bag: bool | None = None
 
     def validate(self) -> None:
         if self.name is not None and not self.name.strip():
@@ -248,12 +252,28 @@ def auto_epochs(inputs: int, batch_size: int) -> int:
 
 
 @dataclass
+class AdaptSection:
+    """Adaptation to the user's domain before fine-tuning (zencli.tasks.adaptation): the lexicon grows by the
+    n-grams of the task's training text and `text`, then masked-LM pretraining continues on that text."""
+
+    minutes: float | None = None  # continued pretraining time, out of train.max_minutes when set; null: off
+    text: list[Path] = field(default_factory=list)  # raw text of the user's domain, beside the training texts
+
+    def validate(self) -> None:
+        if self.minutes is not None and not self.minutes > 0:
+            raise ZenError(f"minutes: expected minutes > 0 or null (no adaptation), got {self.minutes}")
+        if self.text and self.minutes is None:
+            raise ZenError("text: raw text for adaptation, which adapt.minutes turns on; set it (--adapt-minutes M)")
+
+
+@dataclass
 class FinetuneConfig:
     job: Literal["finetune"] = "finetune"
     task: TaskSection = field(default_factory=TaskSection)
     data: DataSection = field(default_factory=DataSection)
     model: ModelSection = field(default_factory=ModelSection)
     train: FinetuneTrainSettings = field(default_factory=FinetuneTrainSettings)
+    adapt: AdaptSection = field(default_factory=AdaptSection)
     epochs: float | Literal["auto"] | None = None
     warmup_ratio: float | None = None
 
@@ -291,6 +311,10 @@ class FinetuneConfig:
             if key:  # warmup_steps and warmup_ratio are settled when loading; a config built in code may hold both
                 raise ZenError(f"warmup_ratio, train.{key}: set one warm-up, not both (warmup_ratio "
                                f"{self.warmup_ratio}, train.{key} {getattr(self.train, key)})")
+        a, budget = self.adapt.minutes, self.train.max_minutes
+        if a is not None and budget is not None and a >= budget:
+            raise ZenError(f"adapt.minutes: {a:g} of the {budget:g}-minute budget (train.max_minutes) leaves no time "
+                           f"to fine-tune; give adaptation less or the run more")
         m = self.model
         if m.encoder == "chte" and m.pretrained is None and m.ngram is not None:
             raise ZenError("model.ngram: CHTE from characters uses char and bigram embeddings, no n-gram "

@@ -143,6 +143,8 @@ def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console
 
         return run_both(cfg, console=console, show_progress=not quiet)
     if launches(nproc, cfg.train.device):
+        if cfg.adapt.minutes is not None:
+            raise ZenError("adapt.minutes: adaptation runs in one process; leave out --nproc")
         import yaml
 
         cfg.train.micro_batch_size(nproc)  # a global batch the processes cannot split: said before they start

@@ -131,16 +131,80 @@ class TokenClassificationHead(nn.Module):
         return mask.bool()
 
 
-class SequenceClassificationHead(nn.Module):
-    """Pooled vector [B, H] → dropout → linear → logits [B, C]; loss: softmax cross-entropy (mean)."""
+NGRAM_BAG_BUCKETS = 2**20  # hashed feature rows of NgramBag: few collisions among the ~600k n-grams of 12k reviews
+_PRIME = 1_000_003  # hash multiplier: token ids stay far below it, so (a, b, c) → a·P² + b·P + c is unique
+_LEXICON_SALT = 7  # keeps a lexicon id's feature apart from a character with the same id
 
-    def __init__(self, hidden_size: int, num_labels: int, dropout: float = 0.1):
+
+class NgramBag(nn.Module):
+    """A linear model on the bag of a text's n-grams, added to the head's logits: what a TF-IDF +
+    logistic regression classifier sees, trained jointly with the encoder, so the classifier never has
+    less to go on than a linear model on the same n-grams. A small pretrained encoder carries what it
+    learned on other text; the bag carries the words of this task's domain directly.
+
+    Features of one window: its character 1-, 2- and 3-grams (from input_ids, inside [CLS] … [SEP]) and
+    the lexicon n-grams the matcher found (ngram_ids), hashed into `buckets` rows of a [buckets, C]
+    table (fastText's trick: no vocabulary to build or save, and a lexicon that grows keeps its features).
+    Each feature has weight 1 / sqrt(features of the window), so a long text does not shout louder than
+    a short one (the L2-normalised counts a TF-IDF vectoriser feeds logistic regression).
+    """
+
+    def __init__(self, num_labels: int, buckets: int = NGRAM_BAG_BUCKETS):
+        super().__init__()
+        self.buckets = buckets
+        # an embedding table, so the training loop gives it row-sparse gradients and a lazy update (a batch
+        # touches a few thousand of its rows); a linear model starts at zero
+        self.table = nn.Embedding(buckets, num_labels)
+        nn.init.zeros_(self.table.weight)
+
+    def features(self, input_ids: Tensor, attention_mask: Tensor, ngram_ids: Tensor | None = None,
+                 ngram_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(feature rows [B, F], weights [B, F]) of a batch; padding features have weight 0."""
+        ids = input_ids.long()  # [B, L]
+        inside = attention_mask.bool().clone()  # [B, L]: the text, not [CLS] / [SEP] / padding
+        inside[:, 0] = False
+        last = attention_mask.long().sum(1) - 1
+        inside[torch.arange(ids.shape[0], device=ids.device), last.clamp(min=0)] = False
+        uni = ids  # [B, L]
+        bi = ids[:, :-1] * _PRIME + ids[:, 1:]  # [B, L-1]
+        tri = bi[:, :-1] * _PRIME + ids[:, 2:]  # [B, L-2]
+        feats = [uni, bi * 3 + 1, tri * 3 + 2]  # × 3 + n − 1: a bigram never shares a row with a trigram
+        masks = [inside, inside[:, :-1] & inside[:, 1:], inside[:, :-2] & inside[:, 1:-1] & inside[:, 2:]]
+        if ngram_ids is not None and ngram_ids.numel():
+            feats.append(ngram_ids.long() * _PRIME + _LEXICON_SALT)  # [B, M]
+            masks.append(ngram_ids > 0 if ngram_mask is None else ngram_mask.bool() & (ngram_ids > 0))
+        rows = torch.cat(feats, 1) % self.buckets  # [B, F]
+        keep = torch.cat(masks, 1).float()  # [B, F]
+        weights = keep / keep.sum(1, keepdim=True).clamp(min=1).sqrt()
+        return rows, weights
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, ngram_ids: Tensor | None = None,
+                ngram_mask: Tensor | None = None) -> Tensor:
+        """→ logits [B, C]."""
+        rows, weights = self.features(input_ids, attention_mask, ngram_ids, ngram_mask)
+        return (self.table(rows) * weights.unsqueeze(2)).sum(1)  # [B, F, C] → [B, C]
+
+
+class SequenceClassificationHead(nn.Module):
+    """Pooled vector [B, H] → dropout → linear → logits [B, C]; loss: softmax cross-entropy (mean).
+
+    With `ngram_bag`, the logits of an NgramBag on the batch's tokens and matched n-grams are added
+    (`forward(..., batch=batch)`); a head saved without it has no `bag.*` weights and loads without it."""
+
+    def __init__(self, hidden_size: int, num_labels: int, dropout: float = 0.1, ngram_bag: bool = False):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(hidden_size, num_labels)
+        self.bag = NgramBag(num_labels) if ngram_bag else None
 
-    def forward(self, pooled: Tensor, labels: Tensor | None = None) -> HeadOutput:
+    def forward(self, pooled: Tensor, labels: Tensor | None = None, batch: dict[str, Tensor] | None = None
+                ) -> HeadOutput:
         logits = self.classifier(self.dropout(pooled))  # [B, C]
+        if self.bag is not None:
+            if batch is None:
+                raise ValueError("a head with an n-gram bag needs the batch (its input_ids and ngram_ids)")
+            logits = logits + self.bag(batch["input_ids"], batch["attention_mask"], batch.get("ngram_ids"),
+                                       batch.get("ngram_attention_mask"))
         loss = F.cross_entropy(logits.float(), labels) if labels is not None else None
         return HeadOutput(logits, loss)
 

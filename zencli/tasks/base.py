@@ -68,6 +68,9 @@ class Task(ABC):
     supports_chte: ClassVar[bool] = True  # False: CHTE (a character tagging encoder) cannot serve this task
     metrics: ClassVar[tuple[str, ...]] = ()  # `task.metric` choices, the default first; (): one metric, no choice
     word_level: ClassVar[bool] = False  # True: reads word-level data (a label per word): `task.word_labels` applies
+    # `task.ngram_bag` when null (a new fine-tuning); None: the task has no n-gram bag. A saved model whose
+    # task.json lacks the key has none (it predates the bag)
+    ngram_bag_default: ClassVar[bool | None] = None
 
     def __init__(self, settings: TaskSection, state: dict[str, Any]):
         self.check_settings(settings)
@@ -81,6 +84,9 @@ class Task(ABC):
         if metric is not None and metric not in cls.metrics:
             raise ZenError(f"task.metric: {metric!r}: " + (f"task {cls.name} scores with {' or '.join(cls.metrics)}"
                            if cls.metrics else f"task {cls.name} has one metric; remove task.metric"))
+        if settings.ngram_bag and cls.ngram_bag_default is None:
+            raise ZenError(f"task.ngram_bag: applies to sentence classification (dc, sa, spm, nli), not task "
+                           f"{cls.name}; remove it")
         if settings.word_labels is not None and not cls.word_level:
             raise ZenError(f"task.word_labels: applies to word-level tagging data (pos, ner), not task {cls.name}; "
                            f"remove it")

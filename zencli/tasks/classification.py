@@ -198,9 +198,14 @@ class WindowedTask(Task):
         return records, self.window_notes(counts, "training pairs" if self.pair else "training texts")
 
     # --- model --------------------------------------------------------------------------------------
+    @staticmethod
+    def bag_inputs(model, batch) -> dict[str, Any]:
+        """The head's keyword arguments beside the pooled vector: the batch, for a head with an n-gram bag."""
+        return {"batch": batch} if getattr(model.head, "bag", None) is not None else {}
+
     def loss(self, model, encoded, batch):
         labels = batch["labels"]  # [B]
-        out = model.head(encoded.pooled, labels)
+        out = model.head(encoded.pooled, labels, **self.bag_inputs(model, batch))
         with torch.no_grad():
             correct = (out.logits.argmax(-1) == labels).sum()
         return out.loss, {"acc": (correct, labels.numel())}
@@ -221,7 +226,7 @@ class WindowedTask(Task):
             for b0 in range(0, len(order), batch_size):
                 idx = order[b0:b0 + batch_size]
                 batch = {k: v.to(device) for k, v in collate([records[i] for i in idx], pad_id=inputs.pad_id).items()}
-                logits = model.head(model.encode(batch).pooled).logits  # [b, C]
+                logits = model.head(model.encode(batch).pooled, **self.bag_inputs(model, batch)).logits  # [b, C]
                 np.add.at(sums, owner[idx], logits.float().softmax(-1).cpu().numpy())
             for j, i in enumerate(keep):
                 out[c0 + i] = (sums[j] / counts[j]).astype(np.float32)
@@ -243,6 +248,7 @@ class ClassificationTask(WindowedTask):
 
     main_metric: ClassVar[str] = "accuracy"
     output_formats: ClassVar[tuple[str, ...]] = ("text", "json", "label")
+    ngram_bag_default: ClassVar[bool | None] = False
 
     @classmethod
     def build_state(cls, settings, train: GoldData) -> dict[str, Any]:
@@ -299,7 +305,9 @@ class ClassificationTask(WindowedTask):
     # --- model --------------------------------------------------------------------------------------
     def build_head(self, hidden_size: int) -> SequenceClassificationHead:
         cls = SentencePairClassificationHead if self.pair else SequenceClassificationHead
-        return cls(hidden_size, len(self.labels), dropout=self.settings.dropout)
+        # A saved model whose task.json predates task.ngram_bag reads it as null: no bag.
+        return cls(hidden_size, len(self.labels), dropout=self.settings.dropout,
+                   ngram_bag=bool(self.settings.ngram_bag))
 
     @torch.no_grad()
     def predict(self, model, inputs, examples, batch_size=None) -> list[Classified]:
@@ -345,12 +353,14 @@ class ClassificationTask(WindowedTask):
 class DcTask(ClassificationTask):
     name = "dc"
     description = "document classification (one label per text; accuracy, macro-F1)"
+    ngram_bag_default = True  # a linear model on the n-grams beside the encoder (docs/results.md)
 
 
 @register
 class SaTask(ClassificationTask):
     name = "sa"
     description = "sentiment analysis (one polarity label per text; accuracy, macro-F1)"
+    ngram_bag_default = True
 
 
 @register

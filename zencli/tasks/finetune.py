@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,15 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
     console = console or Console(stderr=True)
     rank = int(os.environ.get("RANK", "0") or 0)
     say = console.print if rank == 0 else (lambda *a, **k: None)
+    if cfg.adapt.minutes is not None:
+        from zencli.tasks.adaptation import check_adapt_files
+
+        check_adapt_files(cfg)  # before reading the data: a mistyped file name is a quick error
     splits = _read_splits(cfg)
     task, notes = splits.task, splits.notes
+    recipe = cfg  # recipe.yaml: the settings as given (the whole budget, the model adapted from)
+    if cfg.adapt.minutes is not None:
+        cfg = _adapted(cfg, splits, say, console, show_progress)
 
     seed_everything(cfg.train.seed)  # model initialisation (fresh heads, new n-gram sides) is reproducible
     model, inputs, spec = build_task_model(cfg, task, splits.train.examples)
@@ -131,6 +139,14 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
                                                  notes=notes)
     scales = lr_scales(model, layer_decay=s.layer_lr_decay,
                        head_scale=s.head_lr_scale if cfg.model.pretrained is not None else 1.0)
+    bag = getattr(model.head, "bag", None)
+    if bag is not None:  # no encoder pass: cheap; a resumed run's checkpoint then replaces what it fitted
+        from zencli.tasks.ngram_bag import fit_bag
+
+        started = time.perf_counter()
+        notes.append(fit_bag(bag, records, pad_id=inputs.pad_id, seed=s.seed))
+        if s.max_minutes is not None:  # the budget covers it
+            s.max_minutes = round(max(s.max_minutes - (time.perf_counter() - started) / 60, 0.05), 2)
     model_dir = Path(s.output_dir) / MODEL_DIR
     fingerprint_extra = {
         "task": to_dict(splits.settings), "state": task.state(), "model": to_dict(cfg.model),
@@ -177,13 +193,35 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         final = FinetuneResult(model_dir, result.step, result.start_step, result.best_step, result.stopped_early,
                                result.elapsed_s, notes=notes, warnings=warnings, baseline=baseline, lr=s.lr)
         if rank == 0:
-            _export(cfg, s, splits, model, inputs, spec, result.step, final, say)
+            _export(recipe, s, splits, model, inputs, spec, result.step, final, say)
             late = end_warnings(steps=result.step, best_step=result.best_step, best_value=result.best_value,
                                 baseline=baseline, lr=s.lr)
             for text in late:
                 say(warning_panel(text))
             final.warnings += late
     return final
+
+
+def _adapted(cfg: FinetuneConfig, splits: _Splits, say, console: Console, show_progress: bool) -> FinetuneConfig:
+    """Adapt the pretrained model to the task's text first (zencli.tasks.adaptation); the settings that
+    fine-tune the adapted model in the rest of the budget."""
+    from zencli.tasks.adaptation import adapt_model
+
+    minutes, total = cfg.adapt.minutes, cfg.train.max_minutes
+    rest = None if total is None else total - minutes
+    say(escape(f"budget: {total:g} min = {minutes:g} adapting to the task's text + {rest:g} fine-tuning" if total
+               else f"adapting to the task's text for {minutes:g} min, then fine-tuning"), highlight=False)
+    texts = splits.task.training_texts(splits.train.examples)
+    if texts is None:  # tagging: the sentences the labels sit on (words of word-level data joined by spaces)
+        sep = " " if getattr(splits.task, "level", "char") == "word" else ""
+        texts = [sep.join(e.chars) for e in splits.train.examples if getattr(e, "chars", None)]
+    if not texts:
+        raise ZenError(f"adapt.minutes: task {splits.task.name} has no training texts to adapt to")
+    model_dir = adapt_model(cfg, texts, lambda text: say(escape(text), highlight=False, soft_wrap=True),
+                            console=console, show_progress=show_progress)
+    # the adapted model brings its own vocab.txt and grown ngram.txt
+    return replace(cfg, model=replace(cfg.model, pretrained=model_dir, vocab=None, ngram=None),
+                   train=replace(cfg.train, max_minutes=rest))
 
 
 def _read_splits(cfg: FinetuneConfig) -> _Splits:
@@ -201,6 +239,8 @@ def _read_splits(cfg: FinetuneConfig) -> _Splits:
     settings = replace(cfg.task)
     if settings.decoder is None:
         settings.decoder = "crf" if cfg.model.encoder == "chte" else "softmax"
+    if settings.ngram_bag is None and task_cls.ngram_bag_default is not None:
+        settings.ngram_bag = task_cls.ngram_bag_default  # saved resolved, so the model loads as it trained
 
     train_gold = _read(task_cls, cfg.data.train, cfg.data.format, "training")
     task = task_cls.from_training_data(settings, train_gold)
