@@ -96,6 +96,7 @@ def test_the_budget_covers_adaptation_and_fine_tuning(tmp_path):
     assert "max_minutes: 0.1" in recipe  # the run's recipe keeps the user's budget
 
 
+@pytest.mark.usefixtures("dataset_folders")
 def test_flags_set_the_adapt_keys(tmp_path):
     from zencli.jobs.finetune import build_config
 
