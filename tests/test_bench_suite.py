@@ -75,6 +75,19 @@ def test_sets_by_name_and_the_errors(data_root: Path, tmp_path: Path):
         suite.plan(REF, chosen, minutes=1, seeds=0, scratch=False, out=tmp_path / "o")
 
 
+def test_the_adapted_row_is_the_same_run_with_adaptation_inside_its_budget(data_root: Path, tmp_path: Path):
+    chosen, _ = suite.fetched_sets(["chnsenticorp-htl"])
+    runs = suite.plan(REF, chosen, minutes=1.2, seeds=2, scratch=True, out=tmp_path / "o", adapt_minutes=0.05)
+    assert [(r.row, r.seed) for r in runs] == [("pretrained", 1), ("adapted", 1), ("scratch", 1),
+                                               ("pretrained", 2), ("adapted", 2), ("scratch", 2)]
+    pre, adapted = runs[0].cfg, runs[1].cfg
+    assert pre.adapt.minutes is None and adapted.adapt.minutes == 0.05
+    assert adapted.train.max_minutes == pre.train.max_minutes == pytest.approx(0.2)  # adaptation inside it
+    assert adapted.data == pre.data and adapted.train.seed == pre.train.seed
+    with pytest.raises(ZenError, match=r"--adapt-minutes: each run has 0.2 minutes"):
+        suite.plan(REF, chosen, minutes=1.2, seeds=2, scratch=True, out=tmp_path / "o", adapt_minutes=0.2)
+
+
 def test_no_fetched_set_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ZEN_DATA", str(tmp_path / "nothing"))
     monkeypatch.setenv("ZEN_CACHE_DIR", str(tmp_path / "cache"))

@@ -8,8 +8,10 @@ each on its test split as `zen evaluate` does, and put the published numbers bes
 A set is fine-tuned with zen's defaults for a pretrained encoder (`train.lr: auto`, `epochs: auto`, early
 stopping), with the task settings of its built-in recipe where one exists (a CRF decoder for NER, MRC's window
 and stride). The set's `minutes` are shared by its runs (seeds × rows), each run fitting its steps and its
-learning-rate decay into its share (`train.max_minutes`); the test scoring comes on top. With `scratch`, each
-seed also trains the task's small from-scratch model at the same budget (`zen finetune --compare-scratch`'s).
+learning-rate decay into its share (`train.max_minutes`); the test scoring comes on top. Rows per seed:
+`pretrained` (zen's defaults), with `adapt_minutes` an `adapted` row (the same run, its first minutes spent
+adapting the model to the set's training text: `zen finetune --adapt-minutes`), and with `scratch` the task's
+small from-scratch model at the same budget (`zen finetune --compare-scratch`'s).
 
 Published numbers are quoted from the text of the papers that report them (`PUBLISHED` names each source). The
 ZEN 2.0 paper's results tables are images, not text: its numbers are not quoted here.
@@ -75,7 +77,7 @@ BY_NAME = {s.name: s for s in SETS}
 @dataclass(frozen=True)
 class Run:
     suite_set: SuiteSet
-    row: str  # "pretrained" or "scratch"
+    row: str  # "pretrained", "adapted" or "scratch"
     seed: int
     cfg: FinetuneConfig  # the pretrained run's config; the scratch run derives its own from it
     out: Path
@@ -123,18 +125,25 @@ def _config(model: Path, s: SuiteSet, minutes: float, seed: int, out: Path) -> F
     return build_config(s.recipe, overrides, options)
 
 
-def plan(model: Path, sets: list[SuiteSet], *, minutes: float, seeds: int, scratch: bool, out: Path) -> list[Run]:
-    """Every run of the suite, in order: per set, per seed, the pretrained row (then the scratch row)."""
+def plan(model: Path, sets: list[SuiteSet], *, minutes: float, seeds: int, scratch: bool, out: Path,
+         adapt_minutes: float | None = None) -> list[Run]:
+    """Every run of the suite, in order: per set, per seed, the pretrained row (then the adapted and scratch
+    rows)."""
     if minutes <= 0 or seeds < 1:
         raise ZenError(f"--minutes/--seeds: expected > 0 and >= 1, got {minutes} and {seeds}")
-    rows = ("pretrained", "scratch") if scratch else ("pretrained",)
+    rows = ("pretrained", *(("adapted",) if adapt_minutes else ()), *(("scratch",) if scratch else ()))
     share = minutes / (seeds * len(rows))
+    if adapt_minutes is not None and not 0 < adapt_minutes < share:
+        raise ZenError(f"--adapt-minutes: each run has {share:g} minutes ({minutes:g} per set over {seeds} seed(s) "
+                       f"× {len(rows)} rows); give adaptation more than 0 and less than that")
     runs = []
     for s in sets:
         for seed in range(1, seeds + 1):
             run_dir = out / s.name / f"seed-{seed}"
             cfg = _config(model, s, share, seed, run_dir)
-            runs += [Run(s, row, seed, cfg, run_dir / row) for row in rows]
+            for row in rows:
+                row_cfg = replace(cfg, adapt=replace(cfg.adapt, minutes=adapt_minutes)) if row == "adapted" else cfg
+                runs.append(Run(s, row, seed, row_cfg, run_dir / row))
     return runs
 
 
@@ -185,7 +194,9 @@ def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown(summary: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     lines = [f"`zen bench suite {settings['model']} --minutes {settings['minutes']:g} --seeds {settings['seeds']}"
-             f"{' --scratch' if settings['scratch'] else ''}`; test scores ×100, mean ± sd over the seeds.", "",
+             f"{' --scratch' if settings['scratch'] else ''}"
+             f"{' --adapt-minutes %g' % settings['adapt_minutes'] if settings.get('adapt_minutes') else ''}`; "
+             "test scores ×100, mean ± sd over the seeds.", "",
              "| set | task | metric | row | test | published |", "| --- | --- | --- | --- | --- | --- |"]
     for r in summary:
         score = "—" if r["test_mean"] is None else f"{r['test_mean']:.2f}" + (
@@ -196,7 +207,8 @@ def markdown(summary: list[dict[str, Any]], settings: dict[str, Any]) -> str:
 
 
 def run_suite(model: Path, *, out: Path, sets: list[str] | None = None, minutes: float = 3.0, seeds: int = 1,
-              scratch: bool = False, console: Console | None = None, show_progress: bool = True) -> dict[str, Any]:
+              scratch: bool = False, adapt_minutes: float | None = None, console: Console | None = None,
+              show_progress: bool = True) -> dict[str, Any]:
     """The whole suite (module docstring); writes OUT/suite.json and OUT/suite.md and returns the report."""
     console = console or Console(stderr=True)
     if not Path(model).is_dir():
@@ -204,10 +216,12 @@ def run_suite(model: Path, *, out: Path, sets: list[str] | None = None, minutes:
     chosen, skipped = fetched_sets(sets)
     for line in skipped:
         console.print(f"[dim]skipped {line}[/dim]", highlight=False)
-    runs = plan(Path(model), chosen, minutes=minutes, seeds=seeds, scratch=scratch, out=out)
+    runs = plan(Path(model), chosen, minutes=minutes, seeds=seeds, scratch=scratch, out=out,
+                adapt_minutes=adapt_minutes)
     t0 = time.perf_counter()
     records = [run_one(r, console, show_progress) for r in runs]
     settings = {"model": str(model), "minutes": minutes, "seeds": seeds, "scratch": scratch,
+                "adapt_minutes": adapt_minutes,
                 "sets": [s.name for s in chosen], "skipped": skipped}
     summary = summarize(records)
     report = {"settings": settings, "rows": summary, "runs": records,

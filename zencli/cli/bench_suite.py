@@ -21,6 +21,9 @@ def suite(
     seeds: int = typer.Option(1, "--seeds", help="Seeds per set (mean ± sd in the table)."),
     scratch: bool = typer.Option(False, "--scratch", help="Also train the task's small model from scratch at the "
                                  "same budget, a row beside each set."),
+    adapt_minutes: Optional[float] = typer.Option(None, "--adapt-minutes", help="Also an `adapted` row: the "
+                                                  "same run with its first minutes adapting the model to the "
+                                                  "set's text (`zen finetune --adapt-minutes`)."),
     out: Path = typer.Option(Path("runs/suite"), "--out", "-o", help="Runs and the report (suite.json, "
                              "suite.md); run again to continue, finished runs are kept."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
@@ -33,7 +36,7 @@ def suite(
 
     names = [s.strip() for s in sets.split(",") if s.strip()] if sets else None
     report = run_suite(model, out=out, sets=names, minutes=minutes, seeds=seeds, scratch=scratch,
-                       console=err_console, show_progress=not quiet and not as_json)
+                       adapt_minutes=adapt_minutes, console=err_console, show_progress=not quiet and not as_json)
     if as_json:
         typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
