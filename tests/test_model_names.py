@@ -11,12 +11,14 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from tests.test_finetune_cli import finetune
 from tests.test_pretrain_cli import micro_recipe, records, zen
 from zencli.model.checkpoint import load_zen_model, save_zen_model
 from zencli.model.config import ZenConfig
 from zencli.model.encoder import ZenModel
 from zencli.model.names import released_state, to_released, to_zen, zen_state
 from zencli.model.pretraining import ZenForPreTraining
+from zencli.tasks.model_dir import load_task_model
 from zencli.train.checkpoint import fingerprint, load_checkpoint, with_zen_names
 from zencli.train.run_dir import refuse_another_run
 
@@ -58,6 +60,19 @@ def test_a_zen_model_directory_written_before_the_rename_loads(tmp_path: Path) -
     for k, v in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[k], v), k
     assert loaded.cls.predictions.decoder.weight is loaded.bert.embeddings.char_embeddings.weight
+
+
+def test_a_fine_tuned_model_written_before_the_rename_loads(tmp_path: Path) -> None:
+    _, out = finetune(tmp_path, "cws", steps=2, dev=False)
+    want = load_task_model(out).model.state_dict()
+    weights = out / "model" / "model.safetensors"
+    with safe_open(str(weights), framework="pt") as f:
+        old = released_state({k: f.get_tensor(k) for k in f.keys()})  # noqa: SIM118 (safe_open is not a dict)
+        metadata = f.metadata()
+    assert "encoder.encoder.word_layers.0.output.dense.weight" in old
+    save_file(old, str(weights), metadata=metadata)
+    got = load_task_model(out).model.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
 
 
 def test_an_old_fingerprint_compares_equal_after_the_map(tmp_path: Path) -> None:
