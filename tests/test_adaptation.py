@@ -59,19 +59,19 @@ def test_adaptation_grows_the_lexicon_pretrains_and_fine_tunes_from_the_adapted_
 
     # each new n-gram row is the mean of its characters' embedding rows
     _, _, start = read_zen_checkpoint(adapt / "start")
-    chars, table = start["bert.embeddings.word_embeddings.weight"], start["bert.word_embeddings.word_embeddings.weight"]
+    chars, table = start["bert.embeddings.char_embeddings.weight"], start["bert.ngram_embeddings.table.weight"]
     vocab = Vocab.load(adapt / "start" / "vocab.txt")
     assert table.shape[0] == len(grown) + 1
     for i, gram in enumerate(added, start=len(before) + 1):
         torch.testing.assert_close(table[i], chars[[vocab.token_to_id(t) for t in gram]].mean(0))
     _, _, pretrained = read_zen_checkpoint(tmp_path / "pretrained")
-    torch.testing.assert_close(table[:len(before) + 1], pretrained["bert.word_embeddings.word_embeddings.weight"])
+    torch.testing.assert_close(table[:len(before) + 1], pretrained["bert.ngram_embeddings.table.weight"])
 
     # the continued pretraining ran on that text and changed the weights
     results = json.loads((adapt / "results.json").read_text(encoding="utf-8"))
     assert results["steps"] >= 1 and results["lexicon"]["size"] == len(grown)
     _, _, adapted = read_zen_checkpoint(adapt / "model")
-    assert not torch.equal(adapted["bert.word_embeddings.word_embeddings.weight"], table)
+    assert not torch.equal(adapted["bert.ngram_embeddings.table.weight"], table)
 
     # the fine-tuning started from the adapted model: its lexicon, and its weights where the head is not
     model_dir = result.model_dir

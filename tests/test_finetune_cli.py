@@ -133,8 +133,8 @@ def test_a_bert_directory_as_plain_bert_or_inside_a_new_zen2(tmp_path):
                        str(NGRAM), out="run2", steps=2, scratch=False)
     zen = load_task_model(out2)
     assert zen.spec.encoder == "zen2" and zen.model.encoder.config.word_size == 100
-    torch.testing.assert_close(zen.model.encoder.embeddings.word_embeddings.weight,
-                               bert.embeddings.word_embeddings.weight, atol=1e-2, rtol=0)  # 2 steps moved it little
+    torch.testing.assert_close(zen.model.encoder.embeddings.char_embeddings.weight,
+                               bert.embeddings.char_embeddings.weight, atol=1e-2, rtol=0)  # 2 steps moved it little
 
 
 def test_chte_from_characters_and_on_a_pretrained_encoder(tmp_path):

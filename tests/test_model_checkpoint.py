@@ -52,7 +52,7 @@ def test_round_trip(tmp_path: Path, encoder: str, projection: bool) -> None:
     with torch.no_grad():
         a, b = model(**inputs()), loaded(**inputs())
     assert torch.equal(a.mlm_logits, b.mlm_logits) and torch.equal(a.encoder.pooled_output, b.encoder.pooled_output)
-    assert loaded.cls.predictions.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
+    assert loaded.cls.predictions.decoder.weight is loaded.bert.embeddings.char_embeddings.weight
     assert (out / "vocab.txt").read_text(encoding="utf-8") == vocab.read_text(encoding="utf-8")
 
 
@@ -61,8 +61,8 @@ def test_tied_weight_is_stored_once(tmp_path: Path) -> None:
     with safe_open(str(out / "model.safetensors"), framework="pt") as f:
         keys = set(f.keys())
         meta = f.metadata()
-    assert "bert.embeddings.word_embeddings.weight" in keys and "cls.predictions.decoder.weight" not in keys
-    assert json.loads(meta["tied"]) == {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight"}
+    assert "bert.embeddings.char_embeddings.weight" in keys and "cls.predictions.decoder.weight" not in keys
+    assert json.loads(meta["tied"]) == {"cls.predictions.decoder.weight": "bert.embeddings.char_embeddings.weight"}
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["encoder"] == "zen2" and cfg["architecture"] == "ZenForPreTraining" and cfg["word_size"] == 9
 

@@ -48,7 +48,7 @@ def test_zen1_without_ngrams_is_plain_bert() -> None:
     zen1 = ZenModel(tiny("zen1")).eval()
     bert = ZenModel(tiny("bert")).eval()
     missing, unexpected = bert.load_state_dict(zen1.state_dict(), strict=False)
-    assert not missing and all(k.startswith(("word_embeddings.", "encoder.word_layers.")) for k in unexpected)
+    assert not missing and all(k.startswith(("ngram_embeddings.", "encoder.ngram_layers.")) for k in unexpected)
     b = batch()
     no_ngrams = {k: v for k, v in b.items() if not k.startswith("ngram")}
     with torch.no_grad():
@@ -65,7 +65,7 @@ def test_zen1_without_ngrams_is_plain_bert() -> None:
 def test_bert_has_no_ngram_parameters_and_ignores_ngram_inputs() -> None:
     model = ZenModel(tiny("bert"))
     names = [n for n, _ in model.named_parameters()]
-    assert not any("word_embeddings.word" in n or "word_layers" in n for n in names)
+    assert not any("ngram" in n for n in names)
     assert "embeddings.position_embeddings.weight" in names
     assert "embeddings.position_embeddings.weight" not in [n for n, _ in ZenModel(tiny("zen2")).named_parameters()]
 
@@ -79,7 +79,7 @@ def test_trimming_padding_slots_is_exact(encoder: str) -> None:
     pad = lambda t: torch.cat([t, torch.zeros(t.shape[0], 5, dtype=t.dtype)], 1)  # noqa: E731
     padded = {k: (pad(v) if k.startswith("ngram") else v) for k, v in b.items()}
     seen = []
-    model.encoder.word_layers[0].register_forward_pre_hook(
+    model.encoder.ngram_layers[0].register_forward_pre_hook(
         lambda m, args: seen.append((args[0].shape[0], args[2].batch, args[2].length)))
     with torch.no_grad():
         a = model(**b, output_all_layers=True)
@@ -91,7 +91,7 @@ def test_trimming_padding_slots_is_exact(encoder: str) -> None:
         torch.testing.assert_close(x, y, atol=1e-6, rtol=0)
 
 
-def test_word_layers_run_out_and_last_g_is_reused() -> None:
+def test_ngram_layers_run_out_and_last_g_is_reused() -> None:
     # With 3 char layers and 2 n-gram layers, layer 3 must add the *second* n-gram layer's output again.
     torch.manual_seed(2)
     model = ZenModel(tiny("zen2", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).eval()
@@ -102,9 +102,9 @@ def test_word_layers_run_out_and_last_g_is_reused() -> None:
         from zencli.model.ngram_fusion import ngram_position_matrix
 
         P = ngram_position_matrix(b["ngram_starts"], b["ngram_lengths"], b["ngram_freqs"], 10)
-        g = model.word_embeddings(b["ngram_ids"], b["ngram_token_type_ids"])
+        g = model.ngram_embeddings(b["ngram_ids"], b["ngram_token_type_ids"])
         gm = additive_mask(b["ngram_attention_mask"], g.dtype)
-        for layer in model.encoder.word_layers:
+        for layer in model.encoder.ngram_layers:
             g = layer(g, gm)
         h = model.encoder.layer[2](out.all_layers[1], additive_mask(b["attention_mask"], g.dtype))
     torch.testing.assert_close(out.all_layers[2], h + P @ g, atol=1e-5, rtol=0)
@@ -129,7 +129,7 @@ def test_mlm_logits_at_selected_positions_equal_full_logits() -> None:
 
 def test_mlm_decoder_is_tied_to_char_embedding() -> None:
     model = ZenForPreTraining(tiny("zen2"))
-    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.char_embeddings.weight
 
 
 def test_seeded_init_is_deterministic_and_dropout_only_in_train_mode() -> None:
@@ -161,7 +161,7 @@ def test_bf16_autocast_training_step(encoder: str) -> None:
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     if encoder != "bert":
-        assert model.bert.word_embeddings.word_embeddings.weight.grad.abs().sum() > 0
+        assert model.bert.ngram_embeddings.table.weight.grad.abs().sum() > 0
 
 
 def test_too_long_sequence_for_absolute_positions_is_a_zen_error() -> None:

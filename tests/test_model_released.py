@@ -12,6 +12,7 @@ import torch
 from tests.conftest import FIXTURES
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
+from zencli.model.names import released_state
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.model.released import export_released, import_bert, import_released
 
@@ -160,7 +161,7 @@ def make_bert(tmp_path: Path, fmt: str) -> tuple[Path, ZenForPreTraining]:
     with torch.no_grad():
         for p in bert.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    state = {k: v.clone() for k, v in bert.state_dict().items()}
+    state = {k: v.clone() for k, v in released_state(bert.state_dict()).items()}  # a BERT file's names
     state["bert.embeddings.position_ids"] = torch.arange(24)[None]
     state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"].clone()
     d = tmp_path / f"bert-{fmt}"
@@ -215,10 +216,10 @@ def test_bert_into_zen2_drops_absolute_positions(tmp_path: Path) -> None:
     assert "bert.embeddings.position_embeddings.weight" in imported.dropped
     assert "bert.encoder.layer.0.attention.self.r_r_bias" in imported.initialised
     src, dst = bert.state_dict(), model.state_dict()
-    for k in ("bert.encoder.layer.1.attention.self.query.weight", "bert.embeddings.word_embeddings.weight",
+    for k in ("bert.encoder.layer.1.attention.self.query.weight", "bert.embeddings.char_embeddings.weight",
               "cls.predictions.transform.dense.weight", "bert.pooler.dense.bias"):
         assert torch.equal(src[k], dst[k]), k
-    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.char_embeddings.weight
 
 
 def test_bert_import_errors(tmp_path: Path) -> None:

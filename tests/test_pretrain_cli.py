@@ -289,8 +289,8 @@ def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
     assert (out / "model" / "vocab.txt").read_text(encoding="utf-8") \
         == (tmp_path / "vocab.txt").read_text(encoding="utf-8")
     assert not (out / "vocab.txt").exists()  # the checkpoint's vocabulary was used, not a new one
-    torch.testing.assert_close(p.model.bert.embeddings.word_embeddings.weight,
-                               bert.embeddings.word_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
+    torch.testing.assert_close(p.model.bert.embeddings.char_embeddings.weight,
+                               bert.embeddings.char_embeddings.weight, atol=0.02, rtol=0)  # 2 steps from BERT
 
 
 # --- recipes and errors ----------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def test_shapes_losses_and_gradients_on_a_tiny_model(encoder):
     out.rtd_loss.backward()
     g = model.generator
     assert all(p.grad is None for p in g.encoder.parameters())
-    assert g.embeddings.word_embeddings.weight.grad is not None
+    assert g.embeddings.char_embeddings.weight.grad is not None
     assert model.discriminator_predictions.dense.weight.grad is not None
     model.zero_grad(set_to_none=True)
     run(model, batch).loss.backward()

@@ -76,10 +76,10 @@ def test_the_model_gets_new_rows_and_matches_the_new_words(tmp_path):
     assert inputs.lexicon.ngrams[n:] == [("天", "地"), ("山", "水"), ("我", "们"), ("日", "月")]
     assert inputs.lexicon.freqs[n:] == [2, 2, 1, 1]
     assert inputs.lexicon.freq(("学", "习")) == released.freq(("学", "习"))  # the corpus frequency stays
-    table = model.encoder.word_embeddings.word_embeddings.weight
+    table = model.encoder.ngram_embeddings.table.weight
     assert table.shape[0] == n + 5 == model.encoder.config.word_size
     # The lexicon's rows are untouched (same seed); rows were only added.
-    torch.testing.assert_close(table[:n + 1], base.encoder.word_embeddings.word_embeddings.weight)
+    torch.testing.assert_close(table[:n + 1], base.encoder.ngram_embeddings.table.weight)
     assert any("4 training words seen >= 1 times added" in x for x in spec.notes)
     # The matcher finds a new word in text, at its place.
     chars = list("他们在天地学习")

@@ -98,10 +98,10 @@ def test_the_char_table_grows_with_the_other_forms_row_or_the_mean():
     config = ZenConfig(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                        intermediate_size=16, word_size=1, num_hidden_word_layers=0, encoder="bert")
     encoder = ZenModel(config)
-    old = encoder.embeddings.word_embeddings.weight.detach().clone()
+    old = encoder.embeddings.char_embeddings.weight.detach().clone()
     grown = Vocab([*vocab.tokens, "她", "##中", "国"][:len(vocab) + 2])  # 她: no other form; ##中: 中's row
     grow_char_table(encoder, grown, len(vocab))
-    table = encoder.embeddings.word_embeddings.weight.detach()
+    table = encoder.embeddings.char_embeddings.weight.detach()
     assert table.shape == (len(vocab) + 2, 8) and encoder.config.vocab_size == len(vocab) + 2
     torch.testing.assert_close(table[:len(vocab)], old)
     torch.testing.assert_close(table[grown.get("她")], old.mean(0))

@@ -43,9 +43,9 @@ def test_layer_decay_and_head_scale_become_optimizer_groups(tmp_path):
     assert scales["encoder.encoder.layer.0.attention.self.query.weight"] == 0.25  # two layers below the top
     assert scales["encoder.encoder.layer.1.output.dense.weight"] == 0.5
     assert "encoder.encoder.layer.2.output.dense.weight" not in scales  # the top layer: 1
-    assert scales["encoder.encoder.word_layers.0.output.dense.weight"] == 0.25  # beside char layer 0
-    assert scales["encoder.embeddings.word_embeddings.weight"] == 0.125  # 0.5 ** 3 layers
-    assert scales["encoder.word_embeddings.word_embeddings.weight"] == 0.125
+    assert scales["encoder.encoder.ngram_layers.0.output.dense.weight"] == 0.25  # beside char layer 0
+    assert scales["encoder.embeddings.char_embeddings.weight"] == 0.125  # 0.5 ** 3 layers
+    assert scales["encoder.ngram_embeddings.table.weight"] == 0.125
     assert all(v == 10.0 for k, v in scales.items() if k.startswith("head."))
     assert any(k.startswith("head.") for k in scales)
 

@@ -3,7 +3,8 @@
 A zen model directory holds:
 - `config.json`: the released keys plus zen's (`encoder`, `relative_projection`, ...), and
   `zen_format` (version) and `architecture` (which module the weights belong to);
-- `model.safetensors`: the state dict with every tensor stored once. safetensors refuses tensors
+- `model.safetensors`: the state dict (zen's names; a file written before them, with the released names,
+  loads too: `zencli.model.names`) with every tensor stored once. safetensors refuses tensors
   that share memory, and the MLM decoder is tied to the char embedding, so aliases are dropped on
   save, listed in the file's metadata, and re-tied on load;
 - `vocab.txt` and `ngram.txt`, copied alongside when given, so the directory is self-contained.
@@ -26,6 +27,7 @@ from zencli.atomic_write import atomic_write_path
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
+from zencli.model.names import zen_state
 from zencli.model.pretraining import ZenForPreTraining
 
 CONFIG_NAME = "config.json"
@@ -43,7 +45,12 @@ def _shape(t: torch.Tensor) -> str:
 
 def check_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str) -> None:
     """Raise a ZenError naming the first missing tensor, unexpected tensor or shape mismatch."""
-    expected = model.state_dict()
+    check_tensors(model.state_dict(), state, source)
+
+
+def check_tensors(expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor], source: str) -> None:
+    """`check_state_dict` against the tensors `expected` (a model's state dict, possibly renamed: the
+    released import checks in the released names, so its errors name the file's tensors)."""
     for key, ref in expected.items():  # model order, so the first problem reported is the earliest one
         if key not in state:
             raise ZenError(f"{source}: missing tensor '{key}' (expected shape {_shape(ref)})")
@@ -189,7 +196,7 @@ def read_zen_checkpoint(directory: str | Path) -> tuple[ZenConfig, str, dict[str
         if kept not in state:
             raise ZenError(f"{path}: tied tensor '{alias}' refers to missing tensor '{kept}'")
         state[alias] = state[kept]
-    return config, architecture, state
+    return config, architecture, zen_state(state)  # a directory written before zen's own names has the released ones
 
 
 def load_zen_model(directory: str | Path) -> nn.Module:

@@ -58,7 +58,7 @@ class Generator(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = embeddings  # shared with the discriminator: [V,E] table, types, positions, LN
-        width = embeddings.word_embeddings.embedding_dim  # E, the discriminator's hidden size
+        width = embeddings.char_embeddings.embedding_dim  # E, the discriminator's hidden size
         self.embeddings_project = nn.Linear(width, config.hidden_size)  # E → H_g
         self.encoder = Encoder(config)  # char layers only: forward is never given n-grams
         self.dense = nn.Linear(config.hidden_size, width)  # H_g → E, then LN, then the tied table
@@ -74,7 +74,7 @@ class Generator(nn.Module):
         h = self.embeddings_project(self.embeddings(input_ids, token_type_ids))  # [B,L,H_g]
         h = self.encoder(h, additive_mask(attention_mask, h.dtype))[-1]  # [B,L,H_g]
         h = self.LayerNorm(self.act(self.dense(h[positions])))  # [N,E]
-        return F.linear(h, self.embeddings.word_embeddings.weight, self.bias)  # [N,V]
+        return F.linear(h, self.embeddings.char_embeddings.weight, self.bias)  # [N,V]
 
 
 class DiscriminatorHead(nn.Module):

@@ -4,14 +4,15 @@ Two towers. Characters go through `num_hidden_layers` Transformer layers; the n-
 sequence go through `num_hidden_word_layers` layers of the same type. After every character layer i:
 
     h = char_layer[i](h)
-    if i < num_hidden_word_layers: g = word_layer[i](g)
+    if i < num_hidden_word_layers: g = ngram_layer[i](g)
     h = h + P · g                  # P [B,L,M]: which slots cover which chars (ngram_fusion.py)
 
 so once the n-gram layers run out, the last P·g is added again after each later char layer. Encoder
 "bert" has no n-gram side at all (no parameters, no fusion). Pooled output = tanh(W h[:,0] + b).
 
-Module names follow the released checkpoints (`embeddings`, `word_embeddings`, `encoder.layer`,
-`encoder.word_layers`, `pooler`), so a released state dict (minus its `bert.` prefix) loads as is.
+Modules: `embeddings` (chars), `ngram_embeddings`, `encoder.layer` (char layers), `encoder.ngram_layers`,
+`pooler`. The released checkpoints call the n-gram side `word_embeddings` / `encoder.word_layers`;
+`zencli.model.names` maps their names to these.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.layer = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
         if config.has_ngrams:
-            self.word_layers = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_word_layers))
+            self.ngram_layers = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_word_layers))
 
     def forward(
         self,
@@ -79,8 +80,8 @@ class Encoder(nn.Module):
         for i, char_layer in enumerate(self.layer):
             h = char_layer(h, mask)
             if ngrams is not None:
-                if i < len(self.word_layers):  # P·g changes only while the n-gram layers run
-                    g = self.word_layers[i](g, ngrams.mask, ngrams.packing)
+                if i < len(self.ngram_layers):  # P·g changes only while the n-gram layers run
+                    g = self.ngram_layers[i](g, ngrams.mask, ngrams.packing)
                     Pg = ngram_sum(ngrams.P, padded(g, ngrams.packing))  # [B,L,H]
                 h = h + Pg
             if output_all_layers:
@@ -94,7 +95,7 @@ class ZenModel(nn.Module):
         self.config = config
         self.embeddings = CharEmbeddings(config)
         if config.has_ngrams:
-            self.word_embeddings = NgramEmbeddings(config)
+            self.ngram_embeddings = NgramEmbeddings(config)
         self.encoder = Encoder(config)
         self.pooler = Pooler(config)
         self.apply(self.init_weights)
@@ -135,7 +136,7 @@ class ZenModel(nn.Module):
     def resize_ngram_table(self, rows: int) -> None:
         """Grow the n-gram table to `rows` (n-grams appended to the lexicon): the existing rows are kept,
         the new ones initialised as every n-gram row is; `config.word_size` follows."""
-        old = self.word_embeddings.word_embeddings
+        old = self.ngram_embeddings.table
         if rows < old.num_embeddings:
             raise ValueError(f"the n-gram table has {old.num_embeddings} rows; it can only grow, not to {rows}")
         if rows == old.num_embeddings:
@@ -145,7 +146,7 @@ class ZenModel(nn.Module):
         self.init_weights(new)
         with torch.no_grad():
             new.weight[:old.num_embeddings] = old.weight
-        self.word_embeddings.word_embeddings = new
+        self.ngram_embeddings.table = new
         self.config.word_size = rows
 
     def sparse_ngram_gradients(self, enabled: bool = True) -> nn.Parameter | None:
@@ -155,7 +156,7 @@ class ZenModel(nn.Module):
         few hundred rows. None for plain BERT."""
         if not self.config.has_ngrams:
             return None
-        table = self.word_embeddings.word_embeddings
+        table = self.ngram_embeddings.table
         table.sparse = enabled
         return table.weight
 
@@ -220,7 +221,7 @@ class ZenModel(nn.Module):
                                                                freqs, P)
         if P is None:
             return None
-        g = self.word_embeddings(ngram_ids, types)  # [B,M,H]
+        g = self.ngram_embeddings(ngram_ids, types)  # [B,M,H]
         return NgramInputs(g=g if packing is None else packing.pack(g),  # [N,H]: the real slots only
                            mask=additive_mask(mask, g.dtype), P=P, packing=packing)
 

@@ -71,7 +71,7 @@ class ZenForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.bert = ZenModel(config)
-        self.cls = PreTrainingHeads(config, self.bert.embeddings.word_embeddings.weight)
+        self.cls = PreTrainingHeads(config, self.bert.embeddings.char_embeddings.weight)
         self.cls.predictions.transform.apply(self.bert.init_weights)
         self.cls.seq_relationship.apply(self.bert.init_weights)
 

@@ -1,8 +1,10 @@
 """Import and export of released checkpoints: ZEN 1.0 / ZEN 2.0 directories and BERT-Chinese.
 
 Released ZEN (spec: docs/checkpoints.md): `config.json` + `pytorch_model.bin`
-(+ `vocab.txt`, `ngram.txt` in pretrained directories). zen's module names are the released ones, so
-the mapping is only: strip a `module.` prefix, rename TF-style LayerNorm `gamma`/`beta`, add the
+(+ `vocab.txt`, `ngram.txt` in pretrained directories). Import and export work in the released names and
+rename at the boundary with `zencli.model.names` (zen says `char_embeddings`, `ngram_embeddings.table`,
+`ngram_layers` where the release says `word_embeddings` / `word_layers`). Beyond that the mapping is only:
+strip a `module.` prefix, rename TF-style LayerNorm `gamma`/`beta`, add the
 `bert.` prefix when the file was saved from a bare ZenModel, and drop the ZEN 2.0
 `attention.self.position_embedding.*` buffers (a fixed sinusoid zen recomputes, and an uninitialised
 scratch tensor). ZEN 1.0 vs 2.0 is decided from the tensors: ZEN 2.0 has `r_r_bias`, ZEN 1.0 has an
@@ -26,16 +28,17 @@ import torch
 from zencli.atomic_write import atomic_write, atomic_write_path, atomic_write_text
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.model.checkpoint import check_state_dict, check_text_files
+from zencli.model.checkpoint import check_tensors, check_text_files
 from zencli.model.config import EncoderKind, ZenConfig, infer_encoder, read_json
 from zencli.model.encoder import ZenModel
+from zencli.model.names import released_state, zen_state
 from zencli.model.pretraining import ZenForPreTraining
 
 WEIGHTS_BIN = "pytorch_model.bin"
 WEIGHTS_SAFETENSORS = "model.safetensors"
 TASK_HEAD_PREFIXES = ("classifier.", "qa_outputs.", "crf.")  # heads of released fine-tuned models
 DECODER_KEY = "cls.predictions.decoder.weight"
-CHAR_EMBEDDING_KEY = "bert.embeddings.word_embeddings.weight"
+CHAR_EMBEDDING_KEY = "bert.embeddings.word_embeddings.weight"  # released names throughout this module
 _ENCODER_PREFIXES = ("embeddings.", "word_embeddings.", "encoder.", "pooler.")
 _RELEASED_TABLE_SIZE = 1201  # rows of the released position_embedding.weights buffer
 
@@ -158,15 +161,15 @@ def import_released(
     task_heads = _split_heads(state)
     _untie(state, source)
     model = ZenForPreTraining(config)
-    expected = model.state_dict()
+    expected = released_state(model.state_dict())
     cls_keys = [k for k in expected if k.startswith("cls.")]
     has_cls = any(k.startswith("cls.") for k in state)
     initialised = [] if has_cls else cls_keys
     if not has_cls:
         for k in cls_keys:  # check everything else strictly; the heads keep their fresh init
             state[k] = expected[k]
-    check_state_dict(model, state, source)
-    model.load_state_dict(state, strict=True)
+    check_tensors(expected, state, source)
+    model.load_state_dict(zen_state(state), strict=True)
     return ImportedCheckpoint(
         model=model,
         has_pretraining_heads=has_cls,
@@ -212,9 +215,9 @@ def export_released(
     check_text_files(config, vocab_p, ngram_p)
 
     if isinstance(model, ZenForPreTraining):
-        state = dict(model.state_dict())
+        state = released_state(model.state_dict())
     else:
-        state = {"bert." + k: v for k, v in model.state_dict().items()}
+        state = {"bert." + k: v for k, v in released_state(model.state_dict()).items()}
     if config.relative_positions:
         table = released_position_table(config.head_size)
         for k in [k for k in state if k.endswith(".attention.self.r_r_bias")]:
@@ -303,7 +306,7 @@ def import_bert(
     _untie(state, source)
 
     model = ZenForPreTraining(config)
-    expected = model.state_dict()
+    expected = released_state(model.state_dict())
     # Tensors BERT cannot provide, and optional groups BERT variants may lack, keep their fresh init.
     fresh = [k for k in expected if _is_ngram_side(k) or k.endswith(("r_r_bias", "r_w_bias", "r_proj.weight"))]
     for prefix in ("bert.pooler.", "cls.seq_relationship.", "cls.predictions."):
@@ -320,8 +323,8 @@ def import_bert(
         state[k] = expected[k]
     if DECODER_KEY not in state and CHAR_EMBEDDING_KEY in state:
         state[DECODER_KEY] = state[CHAR_EMBEDDING_KEY]  # the tie; HF files often store only one name
-    check_state_dict(model, state, source)
-    model.load_state_dict(state, strict=True)
+    check_tensors(expected, state, source)
+    model.load_state_dict(zen_state(state), strict=True)
     return ImportedCheckpoint(
         model=model,
         has_pretraining_heads="cls.predictions.bias" not in fresh,

@@ -54,11 +54,11 @@ def load_pretrained(
     *,
     encoder: str | None = None,
     ngram: str | Path | None = None,
-    num_hidden_word_layers: int = 6,
+    ngram_layers: int = 6,
 ) -> Pretrained:
     """Load any supported checkpoint as a ZenForPreTraining (heads freshly initialised when absent).
 
-    `encoder`/`ngram`/`num_hidden_word_layers` only matter for BERT checkpoints, which become the char
+    `encoder`/`ngram`/`ngram_layers` only matter for BERT checkpoints, which become the char
     encoder of a new ZEN model (default zen2) with a fresh n-gram side sized by the lexicon `ngram`.
     """
     d = Path(directory)
@@ -72,7 +72,7 @@ def load_pretrained(
     if kind == "released":
         imp = import_released(d)
         return Pretrained(imp.model, kind, imp.vocab_path, imp.ngram_path, _notes(imp))
-    imp = import_bert(d, encoder=encoder or "zen2", ngram=ngram, num_hidden_word_layers=num_hidden_word_layers)
+    imp = import_bert(d, encoder=encoder or "zen2", ngram=ngram, num_hidden_word_layers=ngram_layers)
     return Pretrained(imp.model, kind, imp.vocab_path, Path(ngram) if ngram else None, _notes(imp))
 
 

@@ -149,8 +149,8 @@ def corpus_ngrams(corpora: Sequence[Path], vocab: Path, *, lowercase: bool, lang
 def init_from_chars(encoder, lexicon: Lexicon, vocab, *, first: int) -> None:
     """N-gram rows `first`.. (lexicon line i is row i + 1, row 0 is padding) ← the mean of the embeddings of
     the n-gram's tokens; a token the vocabulary lacks counts as [UNK]."""
-    chars = encoder.embeddings.word_embeddings.weight  # [V, H]
-    table = encoder.word_embeddings.word_embeddings.weight  # [N + 1, H]
+    chars = encoder.embeddings.char_embeddings.weight  # [V, H]
+    table = encoder.ngram_embeddings.table.weight  # [N + 1, H]
     if chars.shape[1] != table.shape[1]:
         return  # an n-gram side of another width keeps its fresh initialisation
     unk = vocab.unk_id

@@ -18,7 +18,7 @@ def import_checkpoint(source: Path, output: Path, *, encoder: str = "zen2", ngra
     from zencli.model.sources import load_pretrained
 
     torch.manual_seed(seed)
-    p = load_pretrained(source, encoder=encoder, ngram=ngram, num_hidden_word_layers=ngram_layers)
+    p = load_pretrained(source, encoder=encoder, ngram=ngram, ngram_layers=ngram_layers)
     save_zen_model(p.model, output, vocab=p.vocab, ngram=p.ngram)
     return p
 

@@ -210,9 +210,9 @@ def _new_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
     _check_positions(config, max_seq_len, "model.max_position_embeddings")
     encoder = ZenModel(config)  # ZenConfig's dropout (0.1) unless the recipe sets it
     encoder.set_dropout(m.hidden_dropout_prob, m.attention_probs_dropout_prob)
-    word = m.num_hidden_word_layers
+    ngram_layers = m.num_hidden_word_layers
     sizes = f"{m.num_hidden_layers} × {m.hidden_size}" + (
-        f", {word} n-gram layer{'s' if word != 1 else ''}" if kind != "bert" else "")
+        f", {ngram_layers} n-gram layer{'s' if ngram_layers != 1 else ''}" if kind != "bert" else "")
     return EncoderSource(encoder, m.vocab, m.ngram if kind != "bert" else None, f"new {kind} encoder ({sizes})")
 
 
@@ -225,7 +225,7 @@ def _encoder_around_bert(d: Path, m: ModelSection) -> EncoderSource:
     if built != "bert" and m.ngram is None:
         raise ZenError(f"model.ngram: a {built} model built around BERT needs an n-gram lexicon (ngram.txt)")
     loaded = load_pretrained(d, encoder=built, ngram=m.ngram if built != "bert" else None,
-                             num_hidden_word_layers=m.num_hidden_word_layers)
+                             ngram_layers=m.num_hidden_word_layers)
     encoder = loaded.model.bert
     vocab = _text_file(d, VOCAB_NAME, m.vocab, "model.vocab")
     if vocab is None:

@@ -131,7 +131,7 @@ def extend_vocab(vocab: Vocab, found: Coverage, min_count: int) -> tuple[Vocab, 
 def grow_char_table(encoder: ZenModel, vocab: Vocab, old_rows: int) -> None:
     """Append rows for the tokens of `vocab` from id `old_rows` on to the encoder's char embedding table (rows
     in the module docstring); `config.vocab_size` follows."""
-    old = encoder.embeddings.word_embeddings
+    old = encoder.embeddings.char_embeddings
     if old.num_embeddings != old_rows:
         raise ValueError(f"the char table has {old.num_embeddings} rows, the vocabulary had {old_rows}")
     rows = len(vocab)
@@ -148,7 +148,7 @@ def grow_char_table(encoder: ZenModel, vocab: Vocab, old_rows: int) -> None:
             other = t[len(CONTINUATION):] if t.startswith(CONTINUATION) else CONTINUATION + t
             j = ids.get(other)
             new.weight[i] = old.weight[j] if j is not None and j < old_rows else mean
-    encoder.embeddings.word_embeddings = new
+    encoder.embeddings.char_embeddings = new
     encoder.config.vocab_size = rows
 
 

@@ -70,9 +70,9 @@ def lr_scales(model: nn.Module, *, layer_decay: float, head_scale: float) -> dic
 def _depth_from_top(name: str, num_layers: int) -> int:
     """How many char layers lie above the parameter `name` of a ZenModel (0: the top layer, the pooler)."""
     parts = name.split(".")
-    if parts[0] == "encoder" and parts[1] in ("layer", "word_layers"):
+    if parts[0] == "encoder" and parts[1] in ("layer", "ngram_layers"):
         return num_layers - 1 - int(parts[2])
-    if parts[0] in ("embeddings", "word_embeddings"):
+    if parts[0] in ("embeddings", "ngram_embeddings"):
         return num_layers
     return 0
 
@@ -84,8 +84,8 @@ def reinit_top_layers(model: nn.Module, k: int) -> None:
     if not k or encoder is None:
         return
     layers = encoder.encoder.layer
-    word_layers = getattr(encoder.encoder, "word_layers", None) or []
+    ngram_layers = getattr(encoder.encoder, "ngram_layers", None) or []
     for i in range(max(0, len(layers) - k), len(layers)):
         layers[i].apply(encoder.init_weights)
-        if i < len(word_layers):
-            word_layers[i].apply(encoder.init_weights)
+        if i < len(ngram_layers):
+            ngram_layers[i].apply(encoder.init_weights)

@@ -35,6 +35,7 @@ import torch
 
 from zencli.atomic_write import atomic_write
 from zencli.errors import WriteError, ZenError
+from zencli.model.names import zen_state
 
 FORMAT = "zen-train-checkpoint/1"
 _STEP_RE = re.compile(r"^step-(\d{8,})\.pt$")
@@ -81,6 +82,19 @@ def load_checkpoint(path: Path) -> dict:
         raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: {reason})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ZenError(f"{path}: not a zen training checkpoint (expected format {FORMAT})")
+    return _with_zen_names(state)
+
+
+def _with_zen_names(state: dict) -> dict:
+    """A checkpoint written before zen's own module names holds the released ones (`zencli.model.names`):
+    its weights, its average and its fingerprint are renamed, so it loads and resumes as it was. The
+    optimizer state is by position, and the parameters kept their order."""
+    for key in ("model", "ema"):
+        if isinstance(state.get(key), dict):
+            state[key] = zen_state(state[key])
+    if isinstance(state.get("fingerprint_values"), dict):
+        state["fingerprint"], state["fingerprint_values"] = with_zen_names(state["fingerprint"],
+                                                                           state["fingerprint_values"])
     return state
 
 
@@ -141,6 +155,19 @@ def fingerprint(values: dict[str, Any]) -> str:
     """Short stable hash of the settings that decide a run's trajectory."""
     text = json.dumps(_plain(values), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def with_zen_names(fp: str, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(fingerprint, values) of a run recorded before zen's own module names, as the same run records them
+    now: its parameter names renamed and the hash taken again. A run recorded since comes back as it is."""
+    params = values.get("parameters") if isinstance(values, dict) else None
+    if not isinstance(params, dict):
+        return fp, values
+    renamed = zen_state(params)
+    if list(renamed) == list(params):
+        return fp, values
+    values = {**values, "parameters": renamed}
+    return fingerprint(values), values
 
 
 def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:

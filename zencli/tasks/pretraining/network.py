@@ -52,7 +52,7 @@ def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int,
         config = ZenConfig(vocab_size=vocab_size, word_size=n_ngrams + 1, **cfg.model.zen_config_kwargs())
         return ZenForPreTraining(config), notes
     p = load_pretrained(cfg.init.pretrained, encoder=cfg.model.encoder, ngram=prepared.ngram,
-                        num_hidden_word_layers=cfg.model.num_hidden_word_layers)
+                        ngram_layers=cfg.model.num_hidden_word_layers)
     model = p.model
     config = model.config
     # The shards' token and n-gram ids must index the checkpoint's tables.
