@@ -362,6 +362,7 @@ def test_not_utf8_names_file_and_line(tmp_path: Path):
 def test_the_arabic_recipes_read_the_data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recipe: str,
                                                split: str, expected: str):
     monkeypatch.setenv("ZEN_DATA", str(tmp_path / "zen-data"))
+    monkeypatch.setenv("ZEN_CACHE_DIR", str(tmp_path / "cache"))  # a fetched copy in the real cache must not win
     cfg = load_job_recipe(recipe, expected_job="finetune")
     assert getattr(cfg.data, split) == tmp_path / "zen-data" / expected
 
