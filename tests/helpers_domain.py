@@ -1,5 +1,5 @@
 """Made-up text of two domains, and a tiny "pretrained" ZEN 2.0 built from it in a temporary folder, for the
-n-gram bag and adaptation tests (nothing read from ../shared, nothing downloaded).
+n-gram bag and adaptation tests (no real corpus read, nothing downloaded).
 
 The news domain has its own multi-character words; the review domain has others (the n-grams adaptation
 should find) and labels a review 1 iff it holds a positive word.

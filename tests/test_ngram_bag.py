@@ -1,6 +1,6 @@
 """The n-gram bag of sentence classification heads (`task.ngram_bag`, zencli.model.heads.NgramBag): which
 features a window gives, on by default for dc/sa, learned, saved and loaded with the model, `zen predict`,
-and models saved before it existed still loading (without it). Made-up data, no ../shared."""
+and models saved before it existed still loading (without it). Made-up data, no real corpus."""
 
 from __future__ import annotations
 
