@@ -57,17 +57,22 @@ def test_recipe_set_and_plain_options_in_order(tmp_path: Path):
     assert json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))["settings"]["min_freq"] == 10
 
 
-def test_count_then_merge_equals_build(tmp_path: Path):
+@pytest.mark.parametrize("entropy", [False, True])
+def test_count_then_merge_equals_build(tmp_path: Path, entropy: bool):
+    """Counting shards apart (as on different machines) and merging the counts gives the lexicon one run over
+    the whole corpus gives, also with the branching-entropy filter (its neighbour counts add up too)."""
     a = _corpus(tmp_path / "a.txt", LINES[:7])
     b = _corpus(tmp_path / "b.txt", LINES[7:])
     full = _corpus(tmp_path / "full.txt")
-    opts = ["--min-freq", "3", "--min-pmi", "0.5"]
+    with_entropy = ["--set", "min_entropy=0.5"] if entropy else []  # counting needs it too: one more n-gram level
+    opts = ["--min-freq", "3", "--min-pmi", "0.5", *with_entropy]
     _ok(["build", str(full), "-o", str(tmp_path / "one.txt"), "-j", "1", *opts])
-    _ok(["count", str(a), "-o", str(tmp_path / "a.counts"), "-j", "1"])
-    res = _ok(["count", str(b), "-o", str(tmp_path / "b.counts"), "-j", "1"])
+    _ok(["count", str(a), "-o", str(tmp_path / "a.counts"), "-j", "1", *with_entropy])
+    res = _ok(["count", str(b), "-o", str(tmp_path / "b.counts"), "-j", "1", *with_entropy])
     assert "sections" in res.output
     _ok(["merge", str(tmp_path / "a.counts"), str(tmp_path / "b.counts"), "-o", str(tmp_path / "two.txt"), *opts])
     assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert len((tmp_path / "one.txt").read_text(encoding="utf-8").splitlines()) >= 3  # a lexicon, not two empties
 
 
 def test_errors_are_zen_errors(tmp_path: Path):
