@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
@@ -122,3 +123,15 @@ def test_a_run_started_before_the_rename_resumes_exactly(tmp_path: Path) -> None
     assert [r["step"] for r in again] == list(range(1, 7))
     for a, b in zip(first, again):
         assert (a["loss"], a["mlm_acc"], a["nsp_acc"]) == (b["loss"], b["mlm_acc"], b["nsp_acc"]), a["step"]
+
+
+def test_a_model_of_an_unknown_format_version_is_a_one_line_error(tmp_path):
+    import json
+
+    from zencli.errors import ZenError
+    from zencli.model.checkpoint import READABLE_VERSIONS, read_zen_config
+
+    assert 1 in READABLE_VERSIONS  # models saved under the released names still load (mapped)
+    (tmp_path / "config.json").write_text(json.dumps({"zen_format": 99, "architecture": "ZenModel"}))
+    with pytest.raises(ZenError, match=r"zen_format 99 is not supported \(this zen reads 1, 2; a newer zen"):
+        read_zen_config(tmp_path)

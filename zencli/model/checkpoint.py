@@ -34,7 +34,11 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 VOCAB_NAME = "vocab.txt"
 NGRAM_NAME = "ngram.txt"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# 1: the n-gram modules under their released names (`word_embeddings`, `word_layers`), mapped at load
+# (zencli.model.names); 2: under zen's own (`ngram_embeddings`, `ngram_layers`). An older zen reading a 2 says so
+# in one line instead of tripping over the names.
+READABLE_VERSIONS = (1, 2)
 ARCHITECTURES: dict[str, type[nn.Module]] = {"ZenModel": ZenModel, "ZenForPreTraining": ZenForPreTraining}
 
 
@@ -166,8 +170,9 @@ def read_zen_config(directory: str | Path) -> tuple[ZenConfig, str]:
             f"is imported instead"
         )
     version = d.pop("zen_format")
-    if version != FORMAT_VERSION:
-        raise ZenError(f"{path}: zen_format {version!r} is not supported (expected {FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise ZenError(f"{path}: zen_format {version!r} is not supported (this zen reads "
+                       f"{', '.join(map(str, READABLE_VERSIONS))}; a newer zen wrote it?)")
     architecture = d.pop("architecture", "ZenModel")
     if not isinstance(architecture, str):
         raise ZenError(f"{path}: key 'architecture' must be a string, got {architecture!r}")
