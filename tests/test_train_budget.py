@@ -31,6 +31,11 @@ def test_fit_plans_the_steps_that_fit_after_calibration(clock):
     step = B.CALIBRATION_STEPS + 1
     # 60 s budget, 13 s gone, 0.5 s a step: floor(47 × MARGIN / 0.5) more steps
     assert b.total_steps == step + int(47 * B.MARGIN / 0.5) and b.news() and not b.news()
+    said = b.total_steps  # later re-fits are announced only when the plan moved by more than NEWS since
+    b.total_steps = int(said * (1 + B.NEWS / 2))
+    assert not b.news()
+    b.total_steps = int(said * (1 - 2 * B.NEWS))
+    assert b.news() and not b.news()
 
 
 def test_plan_is_capped_by_max_steps_and_always_moves_on(clock):
