@@ -347,3 +347,14 @@ def test_eval_every_auto_keeps_between_5_and_50_evaluations():
         for epoch in (1, 3, 50, 10_000):
             n = planned // eval_interval("auto", planned, epoch)
             assert MIN_EVALS <= n <= MAX_EVALS
+
+
+def test_the_step_an_early_stop_ends_on_is_logged_off_the_log_cadence(tmp_path):
+    scores = iter([0.5, 0.7, 0.6, 0.65, 0.66, 0.67])
+    s = settings(tmp_path / "ev", max_steps=20, eval_every=2, save_every=0, best_metric="f1", patience=0.2,
+                 log_every=5)
+    result = train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3), s,
+                   eval_fn=lambda model: {"f1": next(scores)}, show_progress=False)
+    assert result.stopped_early and result.step == 8
+    logged = [json.loads(line) for line in (tmp_path / "ev" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if r["kind"] == "train"] == [5, 8]  # the last step too, off the cadence

@@ -316,6 +316,9 @@ class _Trainer:
             tokens = self._log(step, window, grad_norm_sum, lr, time.perf_counter() - t0)
         if evaluating:
             self._timed("eval", self._evaluate, step)
+            if self.best.stopped_early and not logged:  # the run ends here: its last step gets its train record
+                logged = True
+                tokens = self._log(step, window, grad_norm_sum, lr, time.perf_counter() - t0)
         if saving or last or self.best.stopped_early:
             self._timed("save", self._save, step)
         if logged:
