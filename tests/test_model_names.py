@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from tests.test_finetune_cli import finetune
-from tests.test_pretrain_cli import micro_recipe, records, zen
+from tests.test_pretrain_cli import assert_resumed_at_3_like, micro_recipe, records, zen
 from zencli.model.checkpoint import load_zen_model, save_zen_model
 from zencli.model.config import ZenConfig
 from zencli.model.encoder import ZenModel
@@ -117,12 +117,7 @@ def test_a_run_started_before_the_rename_resumes_exactly(tmp_path: Path) -> None
     shutil.rmtree(out / "model")
 
     zen("pretrain", "-r", str(recipe), "--quiet")
-    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert results["started_at_step"] == 3 and results["steps"] == 6
-    again = records(out, "train")
-    assert [r["step"] for r in again] == list(range(1, 7))
-    for a, b in zip(first, again):
-        assert (a["loss"], a["mlm_acc"], a["nsp_acc"]) == (b["loss"], b["mlm_acc"], b["nsp_acc"]), a["step"]
+    assert_resumed_at_3_like(out, first)
 
 
 def test_a_model_of_an_unknown_format_version_is_a_one_line_error(tmp_path):

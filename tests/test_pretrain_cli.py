@@ -94,6 +94,17 @@ def records(out: Path, kind: str) -> list[dict]:
 
 # --- a whole run -----------------------------------------------------------------------------------------
 
+def assert_resumed_at_3_like(out: Path, first: list[dict]) -> None:
+    """The 6-step run in `out` resumed from its step-3 checkpoint and logged the losses and accuracies of the
+    uninterrupted run's `first` train records, bit for bit."""
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["started_at_step"] == 3 and results["steps"] == 6
+    again = records(out, "train")
+    assert [r["step"] for r in again] == list(range(1, 7))
+    for a, b in zip(first, again):
+        assert (a["loss"], a["mlm_acc"], a["nsp_acc"]) == (b["loss"], b["mlm_acc"], b["nsp_acc"]), a["step"]
+
+
 def test_data_then_pretrain_writes_model_metrics_results_and_the_model_loads_exports_and_finetunes(tmp_path):
     from zencli.data.shards import IGNORE_INDEX, PretrainShards
     from zencli.model.pretraining import ZenForPreTraining
@@ -179,12 +190,7 @@ def test_a_second_invocation_resumes_exactly_and_other_settings_are_refused(tmp_
     (out / "checkpoints" / "step-00000006.pt").unlink()
     shutil.rmtree(out / "model")
     zen("pretrain", "-r", str(recipe), "--quiet", "--set", "train.data_workers=2")
-    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
-    assert results["started_at_step"] == 3 and results["steps"] == 6
-    again = records(out, "train")
-    assert [r["step"] for r in again] == list(range(1, 7))
-    for a, b in zip(first, again):
-        assert (a["loss"], a["mlm_acc"], a["nsp_acc"]) == (b["loss"], b["mlm_acc"], b["nsp_acc"]), a["step"]
+    assert_resumed_at_3_like(out, first)
     assert (out / "model" / "model.safetensors").is_file()
     # A finished run started again: nothing to train, the model and results are written again.
     zen("pretrain", "-r", str(recipe), "--quiet")
