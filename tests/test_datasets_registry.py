@@ -123,7 +123,8 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_every_entry_is_pinned_and_complete():
     entries = catalog.datasets()
     assert {"weibo", "resume", "msra", "msr", "pku", "chnsenticorp", "cmrc2018", "ud-gsdsimp", "online-shopping",
-            "chnsenticorp-htl", "anercorp", "aqmar", "arcd", "astd", "ar"} <= set(entries)
+            "chnsenticorp-htl", "anercorp", "aqmar", "arcd", "astd", "ar", "waimai-10k", "nlpcc2016-cws",
+            "cluener"} <= set(entries)
     for name, ds in entries.items():
         assert name == ds.name and re.fullmatch(r"[a-z0-9][a-z0-9-]*", name)
         assert ds.task in TASK_FORMATS or ds.task == "raw", name  # raw: a pretraining corpus
