@@ -305,7 +305,8 @@ def test_list_shows_task_size_license_and_cached(tmp_path: Path, monkeypatch: py
 CHINESE_PAPER_RECIPES = ("finetune-weibo-ner", "finetune-resume-ner", "finetune-msra-ner", "finetune-msr-cws",
                          "finetune-chnsenticorp-sa", "finetune-cmrc2018-mrc", "finetune-xnli-nli",
                          "finetune-ctb5-pos", "finetune-thucnews-dc", "finetune-lcqmc-spm", "finetune-bq-spm",
-                         "finetune-nlpcc-dbqa-qa")
+                         "finetune-nlpcc-dbqa-qa", "finetune-cluener-ner", "finetune-waimai-sa",
+                         "finetune-nlpcc2016-cws")
 
 
 @pytest.mark.parametrize("recipe", CHINESE_PAPER_RECIPES)
