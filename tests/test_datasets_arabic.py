@@ -16,6 +16,7 @@ from zencli.datasets.arabic import (
     contiguous_split,
     convert_anercorp,
     convert_aqmar,
+    convert_arabic_squad,
     convert_arcd,
     convert_astd,
     convert_quran,
@@ -42,14 +43,17 @@ def read(path: Path) -> str:
 
 def test_every_dataset_is_arabic_and_every_source_is_pinned_at_a_commit():
     names = [d.name for d in DATASETS]
-    assert names == ["anercorp", "aqmar", "arcd", "astd", "ar"] and len(set(names)) == len(names)
+    assert names == ["anercorp", "aqmar", "arcd", "arabic-squad", "astd", "ar"] and len(set(names)) == len(names)
     for d in DATASETS:
         assert d.language == "ar" and d.license and d.citation and d.homepage and callable(d.convert)
         assert len({s.name for s in d.sources}) == len(d.sources)
         for s in d.sources:
             assert re.fullmatch(r"https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+", s.url), s
             assert s.url.endswith("/" + s.name) or d.name in ("anercorp", "aqmar", "ar"), s
-            assert re.fullmatch(r"[0-9a-f]{64}", s.sha256) and s.size > 0
+            if d.name == "arabic-squad":  # 4 MiB and more: pinned by its git blob id at the commit
+                assert not s.sha256 and s.size == 0 and re.fullmatch(r"[0-9a-f]{40}", s.git_blob)
+            else:
+                assert re.fullmatch(r"[0-9a-f]{64}", s.sha256) and s.size > 0
 
 
 def test_contiguous_split_cuts_test_then_dev_from_the_end():
@@ -197,6 +201,23 @@ def test_arcd_is_copied_byte_for_byte_and_counted(tmp_path: Path):
                                        "answers_off_their_start": 1, "answers_not_in_their_context": 1}
     assert stats["splits"]["train"]["questions"] == 2 and stats["splits"]["test"]["questions"] == 1
     assert "MIT" in read(out / "NOTICE")
+
+
+def test_arabic_squad_holds_out_the_last_tenth_of_its_articles(tmp_path: Path):
+    doc = {"version": "1.1", "data": []}
+    for i in range(20):
+        doc["data"] += json.loads(squad([(f"q{i}", f"بيت {i} قلم", "قلم", len(f"بيت {i} "))]))["data"]
+    src = write(tmp_path / "src" / "Arabic-SQuAD.json", json.dumps(doc, ensure_ascii=False, indent=1))
+    out = tmp_path / "arabic-squad"
+    stats = convert_arabic_squad({"Arabic-SQuAD.json": src}, out)
+    train, held = (json.loads(read(out / f"{n}.json")) for n in ("train", "heldout"))
+    assert train["data"] == doc["data"][:18] and held["data"] == doc["data"][18:]  # whole articles, file order
+    assert train["version"] == held["version"] == "1.1"
+    assert stats["source"]["questions"] == 20 and stats["splits"]["heldout"]["questions"] == 2
+    assert stats["splits"]["train"]["answers_off_their_start"] == 0 and "MIT" in read(out / "NOTICE")
+    write(src, '{"data": [\n{"paragraphs": [}\n]}')
+    with pytest.raises(ZenError, match=re.escape(f"{src}:2: not valid JSON")):
+        convert_arabic_squad({"Arabic-SQuAD.json": src}, tmp_path / "out")
 
 
 def test_arcd_malformed_json_names_file_and_line(tmp_path: Path):
@@ -370,7 +391,7 @@ def test_the_arabic_recipes_read_the_data_root(tmp_path: Path, monkeypatch: pyte
 def test_the_converters_are_the_ones_the_table_names():
     by_name = {d.name: d.convert for d in DATASETS}
     assert by_name == {"anercorp": convert_anercorp, "aqmar": convert_aqmar, "arcd": convert_arcd,
-                       "astd": convert_astd, "ar": convert_quran}
+                       "arabic-squad": convert_arabic_squad, "astd": convert_astd, "ar": convert_quran}
     assert {s.name for s in next(d for d in DATASETS if d.name == "astd").sources} == \
         {"Tweets.txt", *(f"4class-{b}-{s}.txt" for b in ("balanced", "unbalanced")
                          for s in ("train", "validation", "test"))}

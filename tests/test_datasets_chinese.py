@@ -126,6 +126,21 @@ def test_sighan_files(tmp_path: Path, corpus: str):
     assert info.format == "sighan" and sents[1].labels == ["B", "E", "B", "E"]
 
 
+def test_nlpcc2016_weibo_segmentation_tests_on_the_official_dev(tmp_path: Path):
+    lines = [f"第{i} 条 微博 。" for i in range(10)]
+    out, stats = convert(tmp_path, "nlpcc2016-cws", {
+        "nlpcc2016-word-seg-train.dat": "\n".join(lines[:4] + ["", *lines[4:]]) + "\n",  # one empty line
+        "nlpcc2016-wordseg-dev.dat": "今天 天气  好\n【 转发 】\n"})
+    assert (out / "train.txt").read_text(encoding="utf-8").splitlines() == lines[:9]
+    assert (out / "dev.txt").read_text(encoding="utf-8") == "第9 条 微博 。\n"
+    assert (out / "test.txt").read_text(encoding="utf-8") == "今天 天气 好\n【 转发 】\n"
+    assert stats["dropped"] == {"empty_lines": 1} and stats["splits"]["test"] == {"sentences": 2, "words": 6,
+                                                                                  "chars": 9}
+    assert any("official dev set" in n for n in stats["notes"])
+    sents, info = read_task_file(out / "test.txt", "cws")
+    assert info.format == "sighan" and sents[1].labels == ["S", "B", "E", "S"]
+
+
 def test_invalid_utf8_names_the_line(tmp_path: Path):
     with pytest.raises(ZenError, match=r"msr_test_gold\.utf8:2: invalid UTF-8"):
         convert(tmp_path, "msr", {"msr_training.utf8": "一  二\n", "msr_test_gold.utf8": b"ok\n\xff\xfe\n"})
@@ -197,6 +212,17 @@ def test_hotel_reviews_csv_are_shuffled_and_cut(tmp_path: Path):
         convert(tmp_path / "c", "chnsenticorp-htl", {"ChnSentiCorp_htl_all.csv": "x,y\n"})
 
 
+def test_waimai_reviews_csv(tmp_path: Path):
+    csv_text = "label,review\n" + "".join(f"{i % 2},外卖{i}很快\n" for i in range(10))
+    out, stats = convert(tmp_path, "waimai-10k", {"waimai_10k.csv": csv_text})
+    written = {name: (out / f"{name}.tsv").read_text(encoding="utf-8").splitlines() for name in chinese.SPLITS}
+    assert [len(v) for v in written.values()] == [8, 1, 1]
+    assert sorted(ln for v in written.values() for ln in v) == sorted(f"{i % 2}\t外卖{i}很快" for i in range(10))
+    assert stats["splits"]["train"]["examples"] == 8
+    with pytest.raises(ZenError, match=r"waimai_10k\.csv:2: label '2' is not 0 or 1"):
+        convert(tmp_path / "b", "waimai-10k", {"waimai_10k.csv": "label,review\n2,好\n"})
+
+
 def test_online_shopping_category_is_the_label(tmp_path: Path):
     cats = ["书籍", "水果", "酒店"]
     csv_text = "cat,label,review\n" + "".join(f"{cats[i % 3]},{i % 2},商品{i}不错\n" for i in range(30))
@@ -239,3 +265,38 @@ def test_cmrc2018_holds_out_whole_articles(tmp_path: Path):
     with pytest.raises(ZenError, match="question T0-q has no question text or no answers"):
         convert(tmp_path / "c", "cmrc2018", {"cmrc2018_train.json": _squad(1, "T").replace('"answers": [{', '"x": [{'),
                                              "cmrc2018_dev.json": _squad(1, "D")})
+
+
+# --- CLUENER (JSON objects with character spans) ----------------------------------------------------------
+
+def _cluener_obj(text: str, label: dict) -> dict:
+    return {"text": text, "label": label}
+
+
+def test_cluener_spans_become_bmes_from_json_lines_or_pretty_printed(tmp_path: Path):
+    train = [_cluener_obj(f"张三在北京{i}", {"name": {"张三": [[0, 1]]}, "address": {"北京": [[3, 4]]}})
+             for i in range(9)]
+    train.append(_cluener_obj("某 公司", {"company": {"某 公司": [[0, 3]]}, "name": {"某": [[0, 0]]}}))
+    dev = [_cluener_obj("读书", {"book": {"书": [[1, 1]]}}), {"text": "无", "label": {}}]
+    pretty = "\n".join(json.dumps(o, ensure_ascii=False, indent=2) for o in train) + "\n"
+    lines = "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in dev)
+    out, stats = convert(tmp_path, "cluener", {"train.json": pretty, "dev.json": lines})
+    assert (out / "train.tsv").read_text(encoding="utf-8").startswith(
+        "张\tB-name\n三\tE-name\n在\tO\n北\tB-address\n京\tE-address\n0\tO\n\n")
+    # the space is dropped, its label with it
+    assert (out / "dev.tsv").read_text(encoding="utf-8") == "某\tB-company\n公\tM-company\n司\tE-company\n\n"
+    assert (out / "test.tsv").read_text(encoding="utf-8") == "读\tO\n书\tS-book\n\n无\tO\n\n"
+    assert stats["dropped"] == {"overlapping_entities": 1, "whitespace_chars": 1}
+    assert stats["splits"]["train"]["entities"] == {"address": 9, "name": 9}
+    sents, info = read_task_file(out / "test.tsv", "ner")
+    assert info.format == "conll" and [len(s.chars) for s in sents] == [2, 1]
+
+
+@pytest.mark.parametrize("bad,message", [
+    ('{"text": "北京", "label": {"address": {"南京": [[0, 1]]}}}', r"train\.json:2: span \[0, 1\] reads '北京'"),
+    ('{"text": "北京", "label": {"address": {"北京": [[0, 2]]}}}', r"train\.json:2: entity '北京' has a span"),
+    ('{"text": "北京", "label": ', r"train\.json:3: not valid JSON"),
+    ('[1, 2]', r"train\.json:2: expected a JSON object")])
+def test_cluener_bad_objects_name_the_file_and_line(tmp_path: Path, bad: str, message: str):
+    with pytest.raises(ZenError, match=message):
+        convert(tmp_path, "cluener", {"train.json": '{"text": "好", "label": {}}\n' + bad + "\n", "dev.json": ""})

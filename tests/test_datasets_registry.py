@@ -123,7 +123,8 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_every_entry_is_pinned_and_complete():
     entries = catalog.datasets()
     assert {"weibo", "resume", "msra", "msr", "pku", "chnsenticorp", "cmrc2018", "ud-gsdsimp", "online-shopping",
-            "chnsenticorp-htl", "anercorp", "aqmar", "arcd", "astd", "ar"} <= set(entries)
+            "chnsenticorp-htl", "anercorp", "aqmar", "arcd", "astd", "ar", "waimai-10k", "nlpcc2016-cws",
+            "cluener"} <= set(entries)
     for name, ds in entries.items():
         assert name == ds.name and re.fullmatch(r"[a-z0-9][a-z0-9-]*", name)
         assert ds.task in TASK_FORMATS or ds.task == "raw", name  # raw: a pretraining corpus
@@ -304,7 +305,8 @@ def test_list_shows_task_size_license_and_cached(tmp_path: Path, monkeypatch: py
 CHINESE_PAPER_RECIPES = ("finetune-weibo-ner", "finetune-resume-ner", "finetune-msra-ner", "finetune-msr-cws",
                          "finetune-chnsenticorp-sa", "finetune-cmrc2018-mrc", "finetune-xnli-nli",
                          "finetune-ctb5-pos", "finetune-thucnews-dc", "finetune-lcqmc-spm", "finetune-bq-spm",
-                         "finetune-nlpcc-dbqa-qa")
+                         "finetune-nlpcc-dbqa-qa", "finetune-cluener-ner", "finetune-waimai-sa",
+                         "finetune-nlpcc2016-cws")
 
 
 @pytest.mark.parametrize("recipe", CHINESE_PAPER_RECIPES)

@@ -5,8 +5,10 @@ zencli/recipes/ read) and returns stats: what it read, wrote and dropped, and `n
 for every choice it made, such as a dev split cut from the training file. Bad input is a one-line ZenError
 naming the file and line. Layouts:
 
-    ner (weibo, resume, msra)   train.tsv dev.tsv test.tsv: `char<TAB>label`, a blank line after each sentence
-    cws (msr, pku)              train.txt dev.txt test.txt: one sentence a line, words separated by one space
+    ner (weibo, resume, msra,   train.tsv dev.tsv test.tsv: `char<TAB>label`, a blank line after each sentence
+         cluener)
+    cws (msr, pku, nlpcc2016-   train.txt dev.txt test.txt: one sentence a line, words separated by one space
+         cws)
     pos (ud-gsdsimp)            train.tsv dev.tsv test.tsv: `char<TAB>B-UPOS` (joint segmentation and POS)
     sa/dc (chnsenticorp, …)     train.tsv dev.tsv test.tsv: `label<TAB>text`
     mrc (cmrc2018)              train.json heldout.json cmrc2018_dev.json: SQuAD JSON
@@ -254,6 +256,96 @@ def convert_msra(files: dict[str, Path], out: Path) -> dict:
                       f"{len(test)} (the test file, checked equal)", note, "labels are BIO, as in the source"]}
 
 
+def json_objects(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) of a file of JSON objects one after another: JSON lines, or (as in the copy
+    zen pins for CLUENER) the same objects pretty-printed over several lines each."""
+    where = str(path)
+    text = decode(path.read_bytes(), where)
+    decoder = json.JSONDecoder()
+    found: list[tuple[int, dict]] = []
+    i, lineno = 0, 1
+    while True:
+        j = i
+        while j < len(text) and text[j].isspace():
+            j += 1
+        lineno += text.count("\n", i, j)
+        if j >= len(text):
+            return found
+        try:
+            obj, end = decoder.raw_decode(text, j)
+        except json.JSONDecodeError as e:
+            raise ZenError(f"{where}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise ZenError(f"{where}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        found.append((lineno, obj))
+        lineno += text.count("\n", j, end)
+        i = end
+
+
+def _span_labels(length: int, entity_type: str) -> list[str]:
+    if length == 1:
+        return [f"S-{entity_type}"]
+    return [f"B-{entity_type}", *[f"M-{entity_type}"] * (length - 2), f"E-{entity_type}"]
+
+
+def _cluener_sentence(obj: dict, where: str, lineno: int, dropped: Counter) -> Sentence:
+    """`{"text": …, "label": {type: {entity: [[start, end], …]}}}` (end inclusive) → BMES labels per char. A span
+    overlapping an earlier one (in file order) is dropped and counted; a span whose text is not its entity is an
+    error."""
+    text, label = obj.get("text"), obj.get("label", {})
+    if not isinstance(text, str) or not isinstance(label, dict):
+        raise ZenError(f"{where}:{lineno}: expected an object with a `text` string and a `label` object")
+    labels = ["O"] * len(text)
+    for entity_type, entities in label.items():
+        if not isinstance(entities, dict) or not re.fullmatch(r"\S+", entity_type):
+            raise ZenError(f"{where}:{lineno}: label {entity_type!r} is not an entity type with its entities")
+        for entity, spans in entities.items():
+            for span in spans if isinstance(spans, list) else [None]:
+                if not (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span)
+                        and 0 <= span[0] <= span[1] < len(text)):
+                    raise ZenError(f"{where}:{lineno}: entity {entity!r} has a span that is not [start, end] "
+                                   f"inside its text ({span!r})")
+                start, end = span
+                if text[start:end + 1] != entity:
+                    raise ZenError(f"{where}:{lineno}: span {span} reads {text[start:end + 1]!r}, not the entity "
+                                   f"{entity!r}")
+                if any(lab != "O" for lab in labels[start:end + 1]):
+                    dropped["overlapping_entities"] += 1
+                    continue
+                labels[start:end + 1] = _span_labels(end - start + 1, entity_type)
+    return [(c, lab) for c, lab in zip(text, labels, strict=True)]
+
+
+CLUENER_FILES = ("train.json", "dev.json")
+
+
+def convert_cluener(files: dict[str, Path], out: Path) -> dict:
+    dropped: Counter[str] = Counter()
+    read: dict[str, list[Sentence]] = {}
+    for name in CLUENER_FILES:
+        path = files[name]
+        sentences = []
+        for lineno, obj in json_objects(path):
+            sentence = _cluener_sentence(obj, str(path), lineno, dropped)
+            kept = _drop_whitespace(sentence)
+            if len(kept) < len(sentence):
+                dropped["whitespace_chars"] += len(sentence) - len(kept)
+            if not kept:
+                dropped["empty_sentences"] += 1
+                continue
+            sentences.append(kept)
+        read[name] = sentences
+    train, dev, note = cut_dev(read["train.json"], "sentences")
+    split = {"train": train, "dev": dev, "test": read["dev.json"]}
+    for name, sentences in split.items():
+        write_tagged(out / f"{name}.tsv", sentences)
+    return {"splits": _tagged_stats(split), "dropped": dict(dropped),
+            "notes": [note, "test.tsv is the official dev set (dev.json): the labels of CLUENER's test set are not "
+                            "public", "labels are BMES over chars from the (start, end inclusive) spans; entity "
+                            "types keep CLUENER's English names; a span overlapping an earlier one is dropped "
+                            "(counted in stats.json)"]}
+
+
 # --- CWS --------------------------------------------------------------------------------------------------
 
 
@@ -286,6 +378,24 @@ def _sighan_converter(corpus: str):
                 "notes": [note, "test.txt is the gold test file; words are separated by one space "
                                 "(the source uses two)"]}
     return convert
+
+
+NLPCC_TRAIN, NLPCC_DEV = "nlpcc2016-word-seg-train.dat", "nlpcc2016-wordseg-dev.dat"
+
+
+def convert_nlpcc2016_cws(files: dict[str, Path], out: Path) -> dict:
+    """NLPCC 2016 Weibo segmentation: the repository holds the segmented training and dev files; its test file is
+    raw text (the gold was never published), so the official dev set is the test and dev is cut from training."""
+    dropped: Counter[str] = Counter()
+    train, dev, note = cut_dev(_segmented(files[NLPCC_TRAIN], dropped), "lines")
+    test = _segmented(files[NLPCC_DEV], dropped)
+    split = {"train": train, "dev": dev, "test": test}
+    for name, lines in split.items():
+        write_lines(out / f"{name}.txt", lines)
+    return {"splits": {n: _cws_stats(v) for n, v in split.items()}, "dropped": dict(dropped),
+            "notes": [note, f"test.txt is the official dev set ({NLPCC_DEV}): the test file of the repository is "
+                            "unsegmented text without its gold, so it is not used",
+                      "words are separated by one space, as in the source"]}
 
 
 # --- POS (CoNLL-U) ----------------------------------------------------------------------------------------
@@ -401,21 +511,28 @@ def csv_rows(data: bytes, where: str, header: list[str]) -> list[tuple[int, list
     return rows
 
 
-def convert_chnsenticorp_htl(files: dict[str, Path], out: Path) -> dict:
-    path = files["ChnSentiCorp_htl_all.csv"]
-    dropped: Counter[str] = Counter()
-    rows = []
-    for lineno, (label, review) in csv_rows(path.read_bytes(), str(path), ["label", "review"]):
-        if label not in ("0", "1"):
-            raise ZenError(f"{path}:{lineno}: label {label!r} is not 0 or 1")
-        text = _clean_text(review, dropped)
-        if not text:
-            dropped["empty_texts"] += 1
-            continue
-        rows.append((label, text))
-    train, dev, test, note = shuffle_split(rows, "reviews")
-    return {"splits": _write_rows(out, {"train": train, "dev": dev, "test": test}), "dropped": dict(dropped),
-            "notes": [note, "1 = positive, 0 = negative"]}
+def _review_csv_converter(source: str):
+    """A `label,review` CSV (1 = positive, 0 = negative) without splits: shuffled and cut 80/10/10."""
+    def convert(files: dict[str, Path], out: Path) -> dict:
+        path = files[source]
+        dropped: Counter[str] = Counter()
+        rows = []
+        for lineno, (label, review) in csv_rows(path.read_bytes(), str(path), ["label", "review"]):
+            if label not in ("0", "1"):
+                raise ZenError(f"{path}:{lineno}: label {label!r} is not 0 or 1")
+            text = _clean_text(review, dropped)
+            if not text:
+                dropped["empty_texts"] += 1
+                continue
+            rows.append((label, text))
+        train, dev, test, note = shuffle_split(rows, "reviews")
+        return {"splits": _write_rows(out, {"train": train, "dev": dev, "test": test}), "dropped": dict(dropped),
+                "notes": [note, "1 = positive, 0 = negative"]}
+    return convert
+
+
+convert_chnsenticorp_htl = _review_csv_converter("ChnSentiCorp_htl_all.csv")
+convert_waimai = _review_csv_converter("waimai_10k.csv")
 
 
 SHOPPING_MEMBER = "online_shopping_10_cats.csv"
@@ -543,6 +660,8 @@ _LATTICE = ("jiesutd/LatticeLSTM", "24d17f4270f11d2f75046789d8b67eaa2b907dce")
 _GSD = ("UniversalDependencies/UD_Chinese-GSDSimp", "r2.16")
 _CMRC = ("ymcui/cmrc2018", "c0eb1b6ba219847457e6af3180da722bbeb656af")
 _ERNIE_SPLIT = ("pengming617/bert_classification", "c155e73ee9272aa61589116aebd762204c3e4c83")
+_NLPCC_WEIBO = ("FudanNLP/NLPCC-WordSeg-Weibo", "07e148bf2dbb61b61d9f88f1821a75ec498c530a")
+_CLUENER_COPY = ("StanleySun233/ChineseNER", "dc3c5cd2479fc3ef63ceb1c93db9b351508e974f")
 _TAN_CITATION = ("Songbo Tan and Jin Zhang. 2008. An empirical study of sentiment analysis for Chinese documents. "
                  "Expert Systems with Applications 34(4).")
 
@@ -648,4 +767,41 @@ DATASETS: tuple[Dataset, ...] = (
                  Source("zh_gsdsimp-ud-test.conllu", _raw(*_GSD, "zh_gsdsimp-ud-test.conllu"),
                         "573f59b799b499a920d2d5bdc0e3c1dbd7bcacf86bdece4334ecbd03e21b6150", 1120900)),
         convert=convert_gsdsimp),
+    Dataset(
+        name="waimai-10k", task="sa",
+        title="Waimai 10k: food-delivery reviews, positive/negative (ChineseNlpCorpus waimai_10k)",
+        license="research use (ChineseNlpCorpus; reviews collected from a food-delivery platform)",
+        citation="SophonPlus. ChineseNlpCorpus: waimai_10k. https://github.com/SophonPlus/ChineseNlpCorpus",
+        homepage="https://github.com/SophonPlus/ChineseNlpCorpus/tree/master/datasets/waimai_10k",
+        sources=(Source("waimai_10k.csv", _raw(*_SOPHON, "datasets/waimai_10k/waimai_10k.csv"),
+                        "b8b5c11c00b51578d35937fca56e03a126b45381f1ea4b22893237cb377a26fe", 919380),),
+        convert=convert_waimai),
+    Dataset(
+        name="nlpcc2016-cws", task="cws",
+        title="NLPCC 2016 shared task: word segmentation of Sina Weibo posts (FudanNLP)",
+        license="research use; the organisers ask every user to sign the agreement form FDU_agreement_form.pdf of "
+                "the repository and send it to them (see its README)",
+        citation="Xipeng Qiu, Peng Qian and Zhan Shi. 2016. Overview of the NLPCC-ICCPOL 2016 Shared Task: Chinese "
+                 "Word Segmentation for Micro-blog Texts. In NLPCC-ICCPOL 2016.",
+        homepage="https://github.com/FudanNLP/NLPCC-WordSeg-Weibo",
+        sources=(Source(NLPCC_TRAIN, _raw(*_NLPCC_WEIBO, f"datasets/{NLPCC_TRAIN}"),
+                        "28e1e6371a16e274f0277e0224e9052b1c5e021c9e439cda4f4b4e5454995236", 2403674),
+                 Source(NLPCC_DEV, _raw(*_NLPCC_WEIBO, f"datasets/{NLPCC_DEV}"),
+                        "8902ab2fb3009ef1ae1b8de2f5325e68878a7cdc77514e59be9e52d0cb291999", 251449)),
+        convert=convert_nlpcc2016_cws),
+    Dataset(
+        name="cluener", task="ner",
+        title="CLUENER 2020: fine-grained NER in 10 types on news texts (CLUE), BMES from spans",
+        license="research use, as released by CLUE (its repository states no license); this copy is the "
+                "public release's train.json and dev.json as committed, pretty-printed, to StanleySun233/ChineseNER "
+                "(10,748 and 1,343 examples, the release's counts)",
+        citation="Liang Xu, Yu Tong, Qianqian Dong, Yixuan Liao, Cong Yu, Yin Tian, Weitang Liu, Lu Li, Caiquan Liu "
+                 "and Xuanwei Zhang. 2020. CLUENER2020: Fine-grained Named Entity Recognition Dataset and Benchmark "
+                 "for Chinese. arXiv:2001.04351.",
+        homepage="https://github.com/CLUEbenchmark/CLUENER2020",
+        sources=(Source("train.json", _raw(*_CLUENER_COPY, "data/cluener/train.json"),
+                        "8702ded915b881b1a521a7eff9749beef264fc5666dac75ff0adb325caf83bd5", 3783116),
+                 Source("dev.json", _raw(*_CLUENER_COPY, "data/cluener/dev.json"),
+                        "896f7637b2c934d1d2e52cc510deb06d315074441ecffc7ffcb81991e2fd3571", 479193)),
+        convert=convert_cluener),
 )
