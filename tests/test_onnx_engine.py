@@ -205,3 +205,20 @@ def test_a_model_in_export_mode_gives_the_eager_outputs(tmp_path, extra):
         with exporting(inputs.max_seq_len):
             traced_path = model.outputs(batch)[0]
     assert (eager - traced_path).abs().max() < 1e-5
+
+
+def test_bench_predict_times_torch_and_onnx_in_one_run(exported, tmp_path):
+    from zencli.bench.predict import run
+
+    model_dir, _ = exported["ner-crf"]
+    data = write(tmp_path / "in.txt", TAGGING_LINES * 3)
+    report = run(model_dir, data, precisions=["fp32", "bf16", "int8"], engines=["torch", "onnx"], size="2x32x1",
+                 rounds=1, warmup=0, profile=True)
+    assert [(r["engine"], r["precision"]) for r in report["rows"]] == [
+        ("torch", "fp32"), ("torch", "bf16"), ("torch", "int8"), ("onnx", "fp32"), ("onnx", "int8")]
+    for r in report["rows"]:
+        assert r["chars_per_s"] > 0 and 0 < r["encoder_share"] < 1 and r["speed_vs_fp32"] > 0
+    assert report["phases"]["onnx fp32"]["encoder"] > 0  # the session call
+    assert report["settings"]["engines"] == ["torch", "onnx"]
+    with pytest.raises(Exception, match="--engine"):
+        run(model_dir, data, engines=["tvm"])
