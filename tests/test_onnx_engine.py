@@ -103,7 +103,7 @@ def test_onnx_scores_equal_torch_at_any_batch_size_and_length(exported, name):
     for batch in _batches(torch_model, TAGGING_LINES + ["他", "abc"]):
         with torch.no_grad():
             expected = torch_model.model.outputs(batch)
-        got = onnx_model.model.outputs(batch)  # one session for every shape
+        got = onnx_model.model.outputs(batch)  # one loaded graph for every shape
         for e, g in zip(expected, got):
             assert e.shape == g.shape
             assert (e.float() - g).abs().max() < 1e-4
@@ -218,7 +218,7 @@ def test_bench_predict_times_torch_and_onnx_in_one_run(exported, tmp_path):
         ("torch", "fp32"), ("torch", "bf16"), ("torch", "int8"), ("onnx", "fp32"), ("onnx", "int8")]
     for r in report["rows"]:
         assert r["chars_per_s"] > 0 and 0 < r["encoder_share"] < 1 and r["speed_vs_fp32"] > 0
-    assert report["phases"]["onnx fp32"]["encoder"] > 0  # the session call
+    assert report["phases"]["onnx fp32"]["encoder"] > 0  # the ONNX Runtime call
     assert report["settings"]["engines"] == ["torch", "onnx"]
     with pytest.raises(Exception, match="--engine"):
         run(model_dir, data, engines=["tvm"])

@@ -16,7 +16,7 @@ labels, vocabulary and lexicon kept — to time the path at a size there is no f
 
 `engines` adds ONNX Runtime (zencli.tasks.engine) beside torch: the model (resized or not) is exported to a
 temporary folder and run in fp32 and int8, interleaved with torch's rounds in the same run; its "encoder"
-share is the session call (the graph: encoder and head).
+share is the ONNX Runtime call (the graph: encoder and head).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ class EncoderClock:
     def __init__(self, model: torch.nn.Module, clock: Callable[[], float]):
         self.clock, self.total, self.start = clock, 0.0, 0.0
         self.handles = []
-        self.model = model if getattr(model, "session", None) is not None else None
-        if self.model is not None:  # ONNX Runtime: the session call
+        self.model = model if getattr(model, "runtime", None) is not None else None
+        if self.model is not None:  # ONNX Runtime: its run call
             run = model.outputs
 
             def timed(batch):
@@ -258,7 +258,7 @@ def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[st
 
 def _onnx_models(base: LoadedModel, precisions: list[str], tmp: Path, threads: int,
                  log: Callable[[str], None]) -> dict[str, LoadedModel]:
-    """`base` exported to ONNX in `tmp` and loaded into ONNX Runtime sessions per precision (fp32, int8),
+    """`base` exported to ONNX in `tmp` and loaded into ONNX Runtime per precision (fp32, int8),
     named "onnx fp32" / "onnx int8"; {} without any such precision."""
     if not precisions:
         return {}
@@ -268,4 +268,4 @@ def _onnx_models(base: LoadedModel, precisions: list[str], tmp: Path, threads: i
     export_onnx(save_task_model(base.model, base.inputs, base.spec, tmp / "model"), tmp / "onnx",
                 int8="int8" in precisions, say=log)
     return {f"onnx {p}": load_onnx(tmp / "onnx", precision=p, threads=threads or torch.get_num_threads())
-            for p in precisions}  # a session holds its graph: the folder may go
+            for p in precisions}  # ONNX Runtime holds the graph in memory: the folder may go

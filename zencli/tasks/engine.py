@@ -4,7 +4,7 @@
 The tasks' `predict` prepares the batches (windows, n-gram slots, collate) and decodes the scores (CRF /
 Viterbi, BMES, spans) in Python; between the two it makes one call, `model.outputs(batch)` → the head's
 scores (`task.output_names`). `TaskModel.outputs` answers it in torch; `OnnxTaskModel.outputs` feeds the
-same batch to an ONNX Runtime session. So both engines share every line of input preparation and
+same batch to ONNX Runtime. So both engines share every line of input preparation and
 decoding, and the graph holds the encoder, the n-gram inputs (P built from the slots) and the head.
 
 An export folder (ONNX_CONFIG names the inputs, outputs, opset and files):
@@ -187,14 +187,14 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
 # --- running ----------------------------------------------------------------------------------------------
 
 class OnnxTaskModel:
-    """An ONNX Runtime session in the place of a `TaskModel` for prediction: `outputs(batch)` and the few
+    """ONNX Runtime in the place of a `TaskModel` for prediction: `outputs(batch)` and the few
     attributes the tasks' predict code reads (device, training, eval/train, the head for decoding)."""
 
     training = False
     device = torch.device("cpu")
 
-    def __init__(self, session: Any, input_names: tuple[str, ...], output_names: tuple[str, ...], head: nn.Module):
-        self.session = session
+    def __init__(self, runtime: Any, input_names: tuple[str, ...], output_names: tuple[str, ...], head: nn.Module):
+        self.runtime = runtime
         self.input_names = input_names
         self.output_names = output_names
         self.head = head.eval()
@@ -210,7 +210,7 @@ class OnnxTaskModel:
     def outputs(self, batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
         batch = with_slots(batch, self.input_names)
         feeds = {k: np.ascontiguousarray(batch[k].cpu().numpy(), np.int64) for k in self.input_names}
-        return tuple(torch.from_numpy(x) for x in self.session.run(list(self.output_names), feeds))
+        return tuple(torch.from_numpy(x) for x in self.runtime.run(list(self.output_names), feeds))
 
 
 def is_onnx_export(path: str | Path) -> bool:
@@ -219,7 +219,7 @@ def is_onnx_export(path: str | Path) -> bool:
 
 def load_onnx(path: str | Path, *, precision: str = "auto", threads: int | None = None,
               say: Callable[[str], None] | None = None) -> LoadedModel:
-    """An ONNX export folder loaded into an ONNX Runtime session: fp32 (auto) or int8; `threads`: intra-op
+    """An ONNX export folder loaded into ONNX Runtime: fp32 (auto) or int8; `threads`: intra-op
     threads (default torch's, so both engines use the same)."""
     ort = require_onnx("--engine onnx")
     d = Path(path)
@@ -244,11 +244,11 @@ def load_onnx(path: str | Path, *, precision: str = "auto", threads: int | None 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or torch.get_num_threads()
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(d / files[dtype]), options, providers=["CPUExecutionProvider"])
-    names = tuple(i.name for i in session.get_inputs())
+    runtime = ort.InferenceSession(str(d / files[dtype]), options, providers=["CPUExecutionProvider"])
+    names = tuple(i.name for i in runtime.get_inputs())
     if set(names) - set(config["inputs"]):
         raise ZenError(f"{d / files[dtype]}: inputs {', '.join(names)} differ from {ONNX_CONFIG}'s")
-    loaded.model = OnnxTaskModel(session, names, tuple(config["outputs"]), loaded.model)
+    loaded.model = OnnxTaskModel(runtime, names, tuple(config["outputs"]), loaded.model)
     loaded.precision = dtype
     if say is not None and precision == "auto":
         say(f"onnx engine: {dtype} ({files[dtype]})")
@@ -256,7 +256,7 @@ def load_onnx(path: str | Path, *, precision: str = "auto", threads: int | None 
 
 
 def _task_side(d: Path, head_input_size: int) -> LoadedModel:
-    """Task, inputs and head of an export folder; `model` holds the head (the session replaces it)."""
+    """Task, inputs and head of an export folder; `model` holds the head (the runtime replaces it)."""
     from safetensors.torch import load_file
 
     from zencli.lexicon.ngram_file import Lexicon
