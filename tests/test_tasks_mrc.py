@@ -131,6 +131,9 @@ class OneHotReader(nn.Module):
     def encode(self, batch) -> Encoded:
         return Encoded(F.one_hot(batch["input_ids"], self.vocab_size).float(), None, batch["attention_mask"].bool())
 
+    def outputs(self, batch):  # what a prediction engine answers (zencli.tasks.engine)
+        return self.task.head_outputs(self.head, self.encode(batch), batch)
+
 
 def test_the_best_span_over_all_windows_is_cut_from_the_context_by_offsets(tmp_path):
     task, _, inputs, _, _ = tiny_task(tmp_path, "mrc", train_file(tmp_path), "task.max_seq_len=24")

@@ -140,6 +140,9 @@ class _IdEcho(torch.nn.Module):
     def encode(self, batch):
         return type("E", (), {"hidden": torch.nn.functional.one_hot(batch["input_ids"], self.n).float()})()
 
+    def outputs(self, batch):  # what a prediction engine answers (zencli.tasks.engine)
+        return (self.head(self.encode(batch).hidden).logits,)
+
 
 def test_per_word_scores_come_from_each_words_first_piece_across_windows():
     inputs = _inputs(max_seq_len=8)  # 6 pieces per window: the sentence below needs several

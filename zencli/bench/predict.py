@@ -1,4 +1,4 @@
-"""`zen bench predict`: end-to-end `zen predict` speed per precision, and where its time goes.
+"""`zen bench predict`: end-to-end `zen predict` speed per engine and precision, and where its time goes.
 
 Each round runs the whole prediction path of `zen predict MODEL --input FILE` (zencli.tasks.predict's
 `predict_stream`: reading and decoding the file, parsing lines, windows and n-gram matching, batching,
@@ -13,6 +13,10 @@ share outside the encoder it shows is an upper bound — the hook-timed share is
 
 `size` rebuilds MODEL's encoder at another size (tiny, small, base or LxHxN) with random weights — task,
 labels, vocabulary and lexicon kept — to time the path at a size there is no fine-tuned model of.
+
+`engines` adds ONNX Runtime (zencli.tasks.engine) beside torch: the model (resized or not) is exported to a
+temporary folder and run in fp32 and int8, interleaved with torch's rounds in the same run; its "encoder"
+share is the ONNX Runtime call (the graph: encoder and head).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import cProfile
 import os
 import pstats
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -37,13 +42,14 @@ from zencli.tasks.predict import predict_stream
 from zencli.text.reading import iter_lines
 
 PRECISIONS = ("fp32", "bf16", "int8")
+ENGINE_PRECISIONS = {"torch": PRECISIONS, "onnx": ("fp32", "int8")}
 # phase → (file name ending, function name) pairs whose cumulative time is the phase's (they do not nest)
 PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     "reading": (("text/reading.py", "decode_lines"),),
     "parsing": (("", "parse_input"),),
     "windows + n-gram matching": (("tasks/inputs.py", "char_windows"), ("tasks/inputs.py", "id_windows")),
     "batching": (("data/collate.py", "collate"),),
-    "encoder": (("tasks/network.py", "encode"),),
+    "encoder": (("tasks/network.py", "encode"), ("tasks/engine.py", "outputs")),  # onnx: encoder and head
     "head": (("model/heads.py", "forward"),),
     "merging windows": (("data/windows.py", "merge_token_predictions"),),
     "decoding": (("tasks/tagging.py", "decode"),),
@@ -76,6 +82,18 @@ class EncoderClock:
     def __init__(self, model: torch.nn.Module, clock: Callable[[], float]):
         self.clock, self.total, self.start = clock, 0.0, 0.0
         self.handles = []
+        self.model = model if getattr(model, "runtime", None) is not None else None
+        if self.model is not None:  # ONNX Runtime: its run call
+            run = model.outputs
+
+            def timed(batch):
+                self._enter()
+                try:
+                    return run(batch)
+                finally:
+                    self._leave()
+
+            model.outputs = timed
         for m in (getattr(model, "encoder", None), getattr(model, "chte", None)):
             if m is not None:
                 self.handles.append(m.register_forward_pre_hook(self._enter))
@@ -90,6 +108,8 @@ class EncoderClock:
     def close(self) -> None:
         for h in self.handles:
             h.remove()
+        if self.model is not None:
+            del self.model.outputs
 
 
 def _pass(loaded: LoadedModel, path: Path, batch_size: int | None, chunk_lines: int) -> int:
@@ -118,20 +138,19 @@ def phase_profile(loaded: LoadedModel, path: Path, batch_size: int | None, chunk
     return out
 
 
-def run(model: Path, data: Path, *, precisions: list[str] | None = None, size: str | None = None,
+def run(model: Path, data: Path, *, precisions: list[str] | None = None, engines: list[str] | None = None,
+        size: str | None = None,
         max_lines: int = 0, rounds: int = 3, warmup: int = 1, threads: int = 1, batch_size: int | None = None,
         chunk_lines: int = 256, profile: bool = False, device: str = "cpu",
         log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
-    """chars/s of `zen predict` per precision on `data` (its first `max_lines` lines; 0: all), the encoder's
-    share, and optionally the phases."""
+    """chars/s of `zen predict` per engine (torch, onnx) and precision on `data` (its first `max_lines` lines;
+    0: all), the encoder's share, and optionally the phases."""
     if max_lines < 0:
         raise ZenError(f"--max-lines: expected >= 0 (0: every line), got {max_lines}")
     if not max_lines:
-        return _run(model, data, precisions, size, rounds, warmup, threads, batch_size, chunk_lines, profile, device,
-                    log, advance, on_total)
-    import tempfile
-
+        return _run(model, data, precisions, engines, size, rounds, warmup, threads, batch_size, chunk_lines,
+                    profile, device, log, advance, on_total)
     with tempfile.TemporaryDirectory() as tmp:
         head = Path(tmp) / data.name  # the first lines, read from a file as `zen predict --input` reads
         with open(head, "w", encoding="utf-8", newline="\n") as f:
@@ -139,14 +158,14 @@ def run(model: Path, data: Path, *, precisions: list[str] | None = None, size: s
                 if i >= max_lines:
                     break
                 f.write(text + "\n")
-        report = _run(model, head, precisions, size, rounds, warmup, threads, batch_size, chunk_lines, profile,
+        report = _run(model, head, precisions, engines, size, rounds, warmup, threads, batch_size, chunk_lines, profile,
                       device, log, advance, on_total)
     report["settings"].update(data=str(data), max_lines=max_lines)
     return report
 
 
-def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None, rounds: int, warmup: int,
-         threads: int, batch_size: int | None, chunk_lines: int, profile: bool, device: str,
+def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[str] | None, size: str | None,
+         rounds: int, warmup: int, threads: int, batch_size: int | None, chunk_lines: int, profile: bool, device: str,
          log: Callable[[str], None], advance: Callable[[str], None], on_total: Callable[[int], None]
          ) -> dict[str, Any]:
     if threads:
@@ -157,6 +176,12 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
     bad = [p for p in chosen if p not in PRECISIONS]
     if bad:
         raise ZenError(f"--precision: expected a comma-separated list of {', '.join(PRECISIONS)}, got {bad[0]!r}")
+    engines = list(dict.fromkeys(engines or ["torch"]))
+    bad = [e for e in engines if e not in ENGINE_PRECISIONS]
+    if bad:
+        raise ZenError(f"--engine: expected a comma-separated list of {', '.join(ENGINE_PRECISIONS)}, got {bad[0]!r}")
+    if "onnx" in engines and device != "cpu":
+        raise ZenError("--engine onnx: runs on the CPU only")
     chars = lines = 0
     for _, text in iter_lines(data, allow_empty=True):
         chars, lines = chars + len(text), lines + 1
@@ -166,8 +191,18 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
     spec = parse_size(size) if size is not None else None
     if spec is not None:
         base = resized(base, spec)
-    models = {p: set_precision(LoadedModel(base.model, base.task, base.inputs, base.spec, base.path), p)
-              for p in chosen}
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx = _onnx_models(base, [p for p in chosen if p in ENGINE_PRECISIONS["onnx"] and "onnx" in engines],
+                            Path(tmp), threads, log)
+    models = {}  # name → model: a precision for torch (as before engines), "onnx fp32" / "onnx int8"
+    if "torch" in engines:
+        models = {p: set_precision(LoadedModel(base.model, base.task, base.inputs, base.spec, base.path), p)
+                  for p in chosen}
+    if "onnx" in engines:
+        models.update(onnx)
+    chosen = list(models)
+    if not chosen:
+        raise ZenError("--engine onnx: runs fp32 and int8; give one of them in --precision")
     by_cpu = (threads == 1) and device == "cpu"
     clock = time.process_time if by_cpu else time.perf_counter
     hooks = {p: EncoderClock(m.model, clock) for p, m in models.items()}
@@ -190,13 +225,15 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
     for p in chosen:
         t = sorted(times[p])[len(times[p]) // 2]
         share = sorted(e / s for e, s in zip(encoder[p], times[p]))[len(times[p]) // 2]
-        rows.append({"precision": p, "seconds": t, "chars_per_s": chars / t, "lines_per_s": lines / t,
+        engine, _, precision = p.rpartition(" ")
+        rows.append({"engine": engine or "torch", "precision": precision, "seconds": t, "chars_per_s": chars / t,
+                     "lines_per_s": lines / t,
                      "encoder_share": share, "outside_encoder_share": 1 - share})
-    fp32 = next((r for r in rows if r["precision"] == "fp32"), None)
+    fp32 = next((r for r in rows if r["precision"] == "fp32" and r["engine"] == "torch"), None)
     for row in rows:
         row["speed_vs_fp32"] = fp32["seconds"] / row["seconds"] if fp32 else None
-    log("  ".join(f"{r['precision']} {r['chars_per_s']:,.0f} chars/s (encoder {100 * r['encoder_share']:.0f}%)"
-                  for r in rows))
+    log("  ".join(f"{r['engine']} {r['precision']} {r['chars_per_s']:,.0f} chars/s "
+                  f"(encoder {100 * r['encoder_share']:.0f}%)" for r in rows))
     phases = {}
     if profile:
         for p in chosen:
@@ -208,7 +245,7 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
                      "size": spec.name if spec else "as saved", "rounds": rounds, "warmup": warmup,
                      "threads": threads or torch.get_num_threads(), "clock": "cpu" if by_cpu else "wall",
                      "batch_size": batch_size or base.task.settings.eval_batch_size, "chunk_lines": chunk_lines,
-                     "device": device, "task": base.task.name,
+                     "device": device, "task": base.task.name, "engines": engines,
                      "encoder": None if enc is None else {"kind": enc.encoder, "layers": enc.num_hidden_layers,
                                                           "hidden": enc.hidden_size,
                                                           "ngram_layers": enc.num_hidden_word_layers}},
@@ -217,3 +254,18 @@ def _run(model: Path, data: Path, precisions: list[str] | None, size: str | None
         "phases": phases,
     }
 
+
+
+def _onnx_models(base: LoadedModel, precisions: list[str], tmp: Path, threads: int,
+                 log: Callable[[str], None]) -> dict[str, LoadedModel]:
+    """`base` exported to ONNX in `tmp` and loaded into ONNX Runtime per precision (fp32, int8),
+    named "onnx fp32" / "onnx int8"; {} without any such precision."""
+    if not precisions:
+        return {}
+    from zencli.tasks.engine import export_onnx, load_onnx
+    from zencli.tasks.model_dir import save_task_model
+
+    export_onnx(save_task_model(base.model, base.inputs, base.spec, tmp / "model"), tmp / "onnx",
+                int8="int8" in precisions, say=log)
+    return {f"onnx {p}": load_onnx(tmp / "onnx", precision=p, threads=threads or torch.get_num_threads())
+            for p in precisions}  # ONNX Runtime holds the graph in memory: the folder may go

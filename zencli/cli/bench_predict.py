@@ -19,6 +19,8 @@ def predict(
                                               "(default: PD98 raw dev)."),
     max_lines: int = typer.Option(0, "--max-lines", help="Predict the first N lines only (0: all)."),
     precision: str = typer.Option("fp32,bf16,int8", "--precision", help="Comma-separated: fp32, bf16, int8."),
+    engine: str = typer.Option("torch", "--engine", help="Comma-separated: torch, onnx (ONNX Runtime on an "
+                               "export made for the run, fp32 and int8; needs zencli[onnx])."),
     size: Optional[str] = typer.Option(None, "--size", help="Rebuild MODEL's encoder at this size (tiny, small, "
                                        "base or LxHxN) with random weights, to time the path at that size."),
     rounds: int = typer.Option(3, "--rounds", help="Timed passes per precision (interleaved)."),
@@ -30,7 +32,7 @@ def predict(
                                  "(cProfile)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
-    """`zen predict` chars/s per precision, end to end (reading to writing), and where the time goes."""
+    """`zen predict` chars/s per engine and precision, end to end (reading to writing), and where the time goes."""
     from rich.table import Table
 
     from zencli.bench.common import dataset_dir
@@ -41,7 +43,8 @@ def predict(
     data = input_path if input_path is not None else dataset_dir(None) / "raw" / "dev.txt"
     with progress_bar() as progress:
         task = progress.add_task("loading", total=None)
-        report = run(path, data, precisions=[p.strip() for p in precision.split(",") if p.strip()], size=size,
+        report = run(path, data, precisions=[p.strip() for p in precision.split(",") if p.strip()],
+                     engines=[e.strip() for e in engine.split(",") if e.strip()], size=size,
                      max_lines=max_lines, rounds=rounds, warmup=warmup, threads=threads, batch_size=batch_size,
                      profile=profile, log=lambda s: progress.console.print(f"[dim]{s}[/dim]", highlight=False),
                      advance=lambda name: progress.update(task, advance=1, description=name),
@@ -52,17 +55,17 @@ def predict(
     t = Table(title=f"zen predict, {s['task']} {shape} ({s['size']}), {s['lines']:,} lines / {s['chars']:,} chars, "
                     f"batch {s['batch_size']}, {s['threads']} thread(s), {s['clock']} clock; "
                     f"{m['cpu_model'] or ''}")
-    for c in ("precision", "chars/s", "lines/s", "× fp32", "encoder share", "outside encoder"):
-        t.add_column(c, justify="left" if c == "precision" else "right", no_wrap=True)
+    for c in ("engine", "precision", "chars/s", "lines/s", "× torch fp32", "encoder share", "outside encoder"):
+        t.add_column(c, justify="left" if c in ("engine", "precision") else "right", no_wrap=True)
     for r in report["rows"]:
-        t.add_row(r["precision"], f"{r['chars_per_s']:,.0f}", f"{r['lines_per_s']:,.1f}",
+        t.add_row(r["engine"], r["precision"], f"{r['chars_per_s']:,.0f}", f"{r['lines_per_s']:,.1f}",
                   "" if r["speed_vs_fp32"] is None else f"{r['speed_vs_fp32']:.2f}",
                   f"{100 * r['encoder_share']:.1f}%", f"{100 * r['outside_encoder_share']:.1f}%")
     console.print(t)
     if report["phases"]:
         p = Table(title="one pass under cProfile: share of the time per phase (cProfile inflates Python code)")
         p.add_column("phase", justify="left")
-        for prec in report["phases"]:
+        for prec in report["phases"]:  # a precision (torch) or "onnx fp32" / "onnx int8"
             p.add_column(prec, justify="right")
         phases = next(iter(report["phases"].values()))
         for name in phases:

@@ -106,10 +106,24 @@ def import_(
 
 @app.command("export")
 def export(
-    directory: Path = typer.Argument(..., help="A zen model directory (pretrained)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder for the released layout."),
+    directory: Path = typer.Argument(..., help="A zen model directory (pretrained; fine-tuned for --format onnx)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for the released layout or the ONNX files."),
+    fmt: str = typer.Option("released", "--format", help="released (the released ZEN layout) or onnx (a "
+                            "fine-tuned model for ONNX Runtime: `zen predict --engine onnx`)."),
+    int8: bool = typer.Option(True, "--int8/--no-int8", help="--format onnx: also write the int8 model "
+                              "(onnxruntime's dynamic quantization) beside the fp32 one."),
 ) -> None:
-    """Write the released ZEN layout (pytorch_model.bin, config.json, vocab.txt, ngram.txt)."""
+    """Write the released ZEN layout (pytorch_model.bin, config.json, vocab.txt, ngram.txt), or with
+    --format onnx a fine-tuned model as ONNX (fp32 and int8) with what `zen predict --engine onnx` needs."""
+    from zencli.errors import ZenError
+
+    if fmt == "onnx":
+        from zencli.tasks.engine import export_onnx
+
+        export_onnx(directory, output, int8=int8, say=lambda line: console.print(line, highlight=False))
+        return
+    if fmt != "released":
+        raise ZenError(f"--format: expected released or onnx, got {fmt!r}")
     from zencli.tasks.convert import export_checkpoint
 
     export_checkpoint(directory, output)

@@ -54,6 +54,8 @@ def predict(
                                               "time (default 256; 1 when reading a terminal)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     precision: str = PRECISION_OPTION,
+    engine: str = typer.Option("torch", "--engine", help="torch (MODEL: a model directory) or onnx (MODEL: the "
+                               "folder of `zen model export --format onnx`; fp32, or --precision int8)."),
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
@@ -65,7 +67,16 @@ def predict(
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
     path = resolve_model(model, model_option, workdir)
-    loaded = load_for_inference(path, device=device, precision=precision, say=_say)
+    if engine == "onnx":
+        from zencli.tasks.engine import load_onnx
+
+        if device == "cuda":
+            raise ZenError("--device cuda: the onnx engine runs on the CPU")
+        loaded = load_onnx(path, precision=precision, say=_say)
+    elif engine == "torch":
+        loaded = load_for_inference(path, device=device, precision=precision, say=_say)
+    else:
+        raise ZenError(f"--engine: expected torch or onnx, got {engine!r}")
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
         from rich.markup import escape
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
+from zencli.model.export_mode import is_exporting
 
 
 class CharEmbeddings(nn.Module):
@@ -32,7 +33,7 @@ class CharEmbeddings(nn.Module):
         x = self.char_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         if self.absolute_positions:
             L = input_ids.shape[1]
-            if L > self.position_embeddings.num_embeddings:
+            if not is_exporting() and L > self.position_embeddings.num_embeddings:
                 raise ZenError(
                     f"sequence length {L} exceeds this model's max_position_embeddings "
                     f"({self.position_embeddings.num_embeddings}); use a shorter max_seq_len"

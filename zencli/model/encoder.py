@@ -25,6 +25,7 @@ from torch import nn
 from zencli.model.attention import Packing, SelfAttention, padded
 from zencli.model.config import ZenConfig
 from zencli.model.embeddings import CharEmbeddings, NgramEmbeddings
+from zencli.model.export_mode import is_exporting
 from zencli.model.layer import TransformerLayer
 from zencli.model.ngram_fusion import ngram_position_matrix, ngram_sum
 from zencli.model.relative_attention import RelativeSelfAttention
@@ -282,5 +283,6 @@ class ZenModel(nn.Module):
     @staticmethod
     def _host_reads_are_free(t: torch.Tensor) -> bool:
         """Whether reading a value of `t` on the host (`bool(t)`, `int(t)`) is cheap: on the CPU it is; on
-        a GPU it waits for every kernel queued before it (a host sync)."""
-        return t.device.type == "cpu"
+        a GPU it waits for every kernel queued before it (a host sync). Not while exporting a graph, which
+        must not depend on values (zencli.model.export_mode)."""
+        return t.device.type == "cpu" and not is_exporting()

@@ -240,11 +240,8 @@ class SpanExtractionHead(nn.Module):
     def forward(self, hidden: Tensor, mask: Tensor | None = None, start_positions: Tensor | None = None,
                 end_positions: Tensor | None = None) -> SpanOutput:
         logits = self.qa_outputs(hidden).float()  # [B, L, 2]
-        start, end = logits.unbind(-1)  # [B, L] each
-        if mask is not None:
-            low = torch.finfo(start.dtype).min
-            start = start.masked_fill(~mask.bool(), low)
-            end = end.masked_fill(~mask.bool(), low)
+        masked = self.masked(*logits.unbind(-1), mask)
+        start, end = masked.start_logits, masked.end_logits  # [B, L] each
         if start_positions is None or end_positions is None:
             return SpanOutput(start, end)
         length = start.shape[1]
@@ -259,6 +256,15 @@ class SpanExtractionHead(nn.Module):
         ce = F.cross_entropy(start, s_pos, reduction="none") + F.cross_entropy(end, e_pos, reduction="none")
         loss = (ce * valid).sum() / (2 * valid.sum().clamp(min=1))
         return SpanOutput(start, end, loss)
+
+    @staticmethod
+    def masked(start: Tensor, end: Tensor, mask: Tensor | None) -> SpanOutput:
+        """Start/end logits [B, L] with the positions outside `mask` at the lowest float (no loss)."""
+        if mask is not None:
+            low = torch.finfo(start.dtype).min
+            start = start.masked_fill(~mask.bool(), low)
+            end = end.masked_fill(~mask.bool(), low)
+        return SpanOutput(start, end)
 
     @staticmethod
     @torch.no_grad()

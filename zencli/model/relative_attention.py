@@ -35,6 +35,7 @@ from torch import nn
 
 from zencli.model.attention import Packing, attend, merge_heads, padded, split_heads
 from zencli.model.config import ZenConfig
+from zencli.model.export_mode import export_max_length, is_exporting
 
 
 def relative_sinusoid(length: int, dim: int, device: torch.device | None = None) -> torch.Tensor:
@@ -80,6 +81,25 @@ def rotation_tables(length: int, dim: int, device: torch.device | None = None, d
         return tuple(t.to(dtype) for t in tables)
 
 
+def position_tables(length: int, dim: int, device: torch.device | None = None, dtype: torch.dtype = torch.float32
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`rotation_tables(length, …)`; while exporting a graph, the first `length` rows of the tables for the
+    graph's longest sequence (the same values: each row depends on its position only), so the graph
+    holds one constant table and slices it for any length (zencli.model.export_mode)."""
+    longest = export_max_length()
+    if longest is None:
+        return rotation_tables(length, dim, device, dtype)
+    return tuple(t[:length] for t in rotation_tables(longest, dim, device, dtype))
+
+
+def skew_by_gather(by_offset: torch.Tensor) -> torch.Tensor:
+    """`skew` as a gather (index k − q + L − 1): the same values, for graphs that have no strided views."""
+    L = by_offset.shape[-2]
+    q = torch.arange(L, device=by_offset.device)
+    index = (q[None, :] - q[:, None] + L - 1).expand(*by_offset.shape[:-1], L)  # [..., L(q), L(k)]
+    return by_offset.gather(-1, index)
+
+
 def rotate(x: torch.Tensor, C: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
     """Q' = [a∘c + b∘s | b∘c − a∘s] for x = [a | b], as x∘C + [b | a]∘S: [..., L, d] with C, S [L, d]."""
     a, b = x.chunk(2, dim=-1)
@@ -117,13 +137,13 @@ class RelativeSelfAttention(nn.Module):
         positional = (content + (self.r_w_bias - self.r_r_bias).to(content.dtype)[:, None, :]).contiguous()
         dropout_p = self.dropout_p if self.training else 0.0
         if self.r_proj is None:
-            C, S, key = rotation_tables(L, self.head_size, x.device, content.dtype)  # [L,d] each
+            C, S, key = position_tables(L, self.head_size, x.device, content.dtype)  # [L,d] each
             ctx = attend(content, k, v, mask, dropout_p, rel_q=rotate(positional, C, S), rel_k=key)
         else:
             R = self.position_table(L, x.device).to(content.dtype)  # [A,2L−1,d]
             by_offset = torch.matmul(positional * (1.0 / math.sqrt(self.head_size)),
                                      R.transpose(-1, -2))  # [B,A,L,2L−1]
-            bias = skew(by_offset)  # [B,A,L,L]
+            bias = skew_by_gather(by_offset) if is_exporting() else skew(by_offset)  # [B,A,L,L]
             ctx = attend(content, k, v, bias if mask is None else bias + mask.to(bias.dtype), dropout_p)
         ctx = merge_heads(ctx)
         return ctx if packing is None else packing.pack(ctx)

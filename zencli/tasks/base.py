@@ -175,6 +175,15 @@ class Task(ABC):
         """Mean loss of a batch and metrics for the progress display (see `zencli.train.loop`). `model` is
         the `TaskModel` (zencli.tasks.network, which builds on this module): its `head` is `build_head`'s."""
 
+    # The head's outputs for prediction, before decoding (what `TaskModel.outputs` and an exported ONNX graph
+    # return, by these names; zencli.tasks.engine).
+    output_names: ClassVar[tuple[str, ...]] = ("logits",)
+
+    def head_outputs(self, head: nn.Module, encoded: Encoded, batch: dict[str, torch.Tensor]
+                     ) -> tuple[torch.Tensor, ...]:
+        """The head's raw scores of a batch, one tensor per `output_names`; decoding stays with `predict`."""
+        raise NotImplementedError(f"task {self.name}: no head outputs for prediction")
+
     @abstractmethod
     def predict(self, model: nn.Module, inputs: InputPipeline, examples: Sequence[Any],
                 batch_size: int | None = None) -> list[Any]:

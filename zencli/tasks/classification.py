@@ -210,6 +210,10 @@ class WindowedTask(Task):
             correct = (out.logits.argmax(-1) == labels).sum()
         return out.loss, {"acc": (correct, labels.numel())}
 
+    def head_outputs(self, head, encoded, batch):
+        bag = {"batch": batch} if getattr(head, "bag", None) is not None else {}
+        return (head(encoded.pooled, **bag).logits,)  # [B, C]
+
     @torch.no_grad()
     def probabilities(self, model, inputs, examples: Sequence[Any], batch_size: int) -> list[np.ndarray | None]:
         """Per example the class probabilities [C] averaged over its windows; None for an empty input."""
@@ -226,7 +230,7 @@ class WindowedTask(Task):
             for b0 in range(0, len(order), batch_size):
                 idx = order[b0:b0 + batch_size]
                 batch = {k: v.to(device) for k, v in collate([records[i] for i in idx], pad_id=inputs.pad_id).items()}
-                logits = model.head(model.encode(batch).pooled, **self.bag_inputs(model, batch)).logits  # [b, C]
+                logits = model.outputs(batch)[0]  # [b, C]
                 np.add.at(sums, owner[idx], logits.float().softmax(-1).cpu().numpy())
             for j, i in enumerate(keep):
                 out[c0 + i] = (sums[j] / counts[j]).astype(np.float32)

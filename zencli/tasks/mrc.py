@@ -226,6 +226,12 @@ class MrcTask(Task):
             hit = (out.start_logits.argmax(-1) == starts) & (out.end_logits.argmax(-1) == ends)
         return out.loss, {"span_acc": (hit.sum(), starts.numel())}
 
+    output_names = ("start_logits", "end_logits")
+
+    def head_outputs(self, head, encoded, batch):
+        out = head(encoded.hidden)  # unmasked: the context mask is applied after the engine (`predict`)
+        return out.start_logits, out.end_logits  # [B, L] each
+
     @torch.no_grad()
     def predict(self, model, inputs, examples: Sequence[MrcExample], batch_size: int | None = None) -> list[Answer]:
         batch_size = batch_size or self.settings.eval_batch_size
@@ -252,7 +258,7 @@ class MrcTask(Task):
             part = flat[b0:b0 + batch_size]
             batch = {k: v.to(device) for k, v in collate([r for _, _, r in part], pad_id=inputs.pad_id).items()}
             ctx = self.context_mask(batch)  # [b, L]
-            out = model.head(model.encode(batch).hidden, ctx)
+            out = SpanExtractionHead.masked(*model.outputs(batch), ctx)
             may_start = np.zeros(tuple(ctx.shape), bool)  # [b, L]: context tokens this window has most context for
             for row, (k, w, _) in enumerate(part):
                 off = context_offset(len(docs[k].question))

@@ -64,5 +64,10 @@ class TaskModel(nn.Module):
                                bigram_prev_ids=batch["bigram_prev_ids"].clamp(min=0)).hidden
         return Encoded(hidden, pooled, mask)
 
+    def outputs(self, batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
+        """The head's scores for prediction (`task.output_names`), before decoding: the call a prediction
+        engine makes (this module in torch, or its ONNX export: zencli.tasks.engine)."""
+        return self.task.head_outputs(self.head, self.encode(batch), batch)
+
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Any]]:
         return self.task.loss(self, self.encode(batch), batch)

@@ -347,7 +347,7 @@ class TaggingTask(Task):
         for b0 in range(0, len(flat), batch_size):
             part = flat[b0:b0 + batch_size]
             batch = {k: v.to(device) for k, v in collate([r for _, _, r in part], pad_id=inputs.pad_id).items()}
-            logits = model.head(model.encode(batch).hidden).logits.float().cpu().numpy()  # [B, L, C]
+            logits = model.outputs(batch)[0].float().cpu().numpy()  # [B, L, C]
             for row, (i, w, rec) in enumerate(part):
                 n = len(rec["input_ids"]) - 2
                 per_window[i][w] = logits[row, 1:1 + n]
@@ -359,6 +359,9 @@ class TaggingTask(Task):
             merged = merge_token_predictions(ws, preds, n, reduce="best").astype(np.float32)
             out.append(merged if pieces is None or all_pieces else merged[pieces[k][1]])
         return out
+
+    def head_outputs(self, head, encoded, batch):
+        return (head(encoded.hidden).logits,)  # [B, L, C]
 
     @torch.no_grad()
     def predict(self, model, inputs, examples: Sequence[TaggedSentence], batch_size: int | None = None
