@@ -1,4 +1,4 @@
-"""`zen bench predict`: end-to-end `zen predict` chars/s per precision, the encoder's share of the time and
+"""`zen bench predict`: end-to-end `zen predict` chars/s per dtype, the encoder's share of the time and
 (--profile) the share of each phase of the prediction path (zencli.bench.predict)."""
 
 from __future__ import annotations
@@ -18,19 +18,19 @@ def predict(
     input_path: Optional[Path] = typer.Option(None, "--input", "-i", help="Text to predict, one example per line "
                                               "(default: PD98 raw dev)."),
     max_lines: int = typer.Option(0, "--max-lines", help="Predict the first N lines only (0: all)."),
-    precision: str = typer.Option("fp32,bf16,int8", "--precision", help="Comma-separated: fp32, bf16, int8."),
+    dtype: str = typer.Option("fp32,bf16,int8", "--dtype", help="Comma-separated: fp32, bf16, int8."),
     size: Optional[str] = typer.Option(None, "--size", help="Rebuild MODEL's encoder at this size (tiny, small, "
                                        "base or LxHxN) with random weights, to time the path at that size."),
-    rounds: int = typer.Option(3, "--rounds", help="Timed passes per precision (interleaved)."),
+    rounds: int = typer.Option(3, "--rounds", help="Timed passes per dtype (interleaved)."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed passes first."),
     threads: int = typer.Option(1, "--threads", help="Torch threads; with 1, process CPU time is the clock."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Windows per forward pass "
                                              "(default: the model's eval_batch_size)."),
-    profile: bool = typer.Option(False, "--profile", help="Also split one pass per precision into its phases "
+    profile: bool = typer.Option(False, "--profile", help="Also split one pass per dtype into its phases "
                                  "(cProfile)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
-    """`zen predict` chars/s per precision, end to end (reading to writing), and where the time goes."""
+    """`zen predict` chars/s per dtype, end to end (reading to writing), and where the time goes."""
     from rich.table import Table
 
     from zencli.bench.common import dataset_dir
@@ -41,7 +41,7 @@ def predict(
     data = input_path if input_path is not None else dataset_dir(None) / "raw" / "dev.txt"
     with progress_bar() as progress:
         task = progress.add_task("loading", total=None)
-        report = run(path, data, precisions=[p.strip() for p in precision.split(",") if p.strip()], size=size,
+        report = run(path, data, dtypes=[p.strip() for p in dtype.split(",") if p.strip()], size=size,
                      max_lines=max_lines, rounds=rounds, warmup=warmup, threads=threads, batch_size=batch_size,
                      profile=profile, log=lambda s: progress.console.print(f"[dim]{s}[/dim]", highlight=False),
                      advance=lambda name: progress.update(task, advance=1, description=name),
@@ -52,10 +52,10 @@ def predict(
     t = Table(title=f"zen predict, {s['task']} {shape} ({s['size']}), {s['lines']:,} lines / {s['chars']:,} chars, "
                     f"batch {s['batch_size']}, {s['threads']} thread(s), {s['clock']} clock; "
                     f"{m['cpu_model'] or ''}")
-    for c in ("precision", "chars/s", "lines/s", "× fp32", "encoder share", "outside encoder"):
-        t.add_column(c, justify="left" if c == "precision" else "right", no_wrap=True)
+    for c in ("dtype", "chars/s", "lines/s", "× fp32", "encoder share", "outside encoder"):
+        t.add_column(c, justify="left" if c == "dtype" else "right", no_wrap=True)
     for r in report["rows"]:
-        t.add_row(r["precision"], f"{r['chars_per_s']:,.0f}", f"{r['lines_per_s']:,.1f}",
+        t.add_row(r["dtype"], f"{r['chars_per_s']:,.0f}", f"{r['lines_per_s']:,.1f}",
                   "" if r["speed_vs_fp32"] is None else f"{r['speed_vs_fp32']:.2f}",
                   f"{100 * r['encoder_share']:.1f}%", f"{100 * r['outside_encoder_share']:.1f}%")
     console.print(t)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, err_console
+from zencli.cli.common import DTYPE_OPTION, WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
 from zencli.jobs.workspace import Workspace
 
@@ -53,7 +53,7 @@ def predict(
     chunk_lines: Optional[int] = typer.Option(None, "--chunk-lines", help="Lines read, predicted and written at a "
                                               "time (default 256; 1 when reading a terminal)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = PRECISION_OPTION,
+    dtype: str = DTYPE_OPTION,
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
@@ -65,7 +65,7 @@ def predict(
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
     path = resolve_model(model, model_option, workdir)
-    loaded = load_for_inference(path, device=device, precision=precision, say=_say)
+    loaded = load_for_inference(path, device=device, dtype=dtype, say=_say)
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
         from rich.markup import escape
 
