@@ -68,7 +68,7 @@ def test_the_old_flag_is_an_error_naming_the_new_one() -> None:
         if "--dtype" in opts:
             commands.append(command.name)
             assert "--precision" in opts and opts["--precision"].hidden, command.name
-    assert {"predict", "evaluate", "quickstart", "model", "predict", "gpu"} <= set(commands)
+    assert {"predict", "evaluate", "quickstart", "model", "gpu"} <= set(commands)
     r = runner.invoke(app, ["predict", "--help"])
     assert "--dtype" in r.output and "--precision" not in r.output
 
