@@ -13,8 +13,8 @@ Peers, each only where it is available on this machine (zen ships none of their 
   attention: the same-size plain BERT.
 - zen's own `zen2` and `bert` encoders.
 
-Per size and precision, on the same synthetic batches as `zen bench model` (on `device`; fp32 and bf16
-autocast for every model; int8 — linear layers dynamically quantized, as `zen predict --precision int8`
+Per size and dtype, on the same synthetic batches as `zen bench model` (on `device`; fp32 and bf16
+autocast for every model; int8 — linear layers dynamically quantized, as `zen predict --dtype int8`
 runs them — for zen's encoders and inference only; seq_len tokens, `slots` n-gram slots of which ~40% per
 char are filled; the released model runs its n-gram tower on all `slots`, zen on the slots any row uses):
 - inference: the encoder in eval mode under `torch.inference_mode()` (pooled output included); zen's
@@ -22,7 +22,7 @@ char are filled; the released model runs its n-gram tower on all `slots`, zen on
   autocast outputs without the per-call weight casts);
 - training: MLM + NSP pretraining step (forward, backward, clipping, optimizer step): dense AdamW for the
   peers; zen with its own optimizer setup (AdamW + row-sparse LazyAdamW for big tables).
-Rounds are interleaved in rotated order (each round times every model in every precision) after `warmup`
+Rounds are interleaved in rotated order (each round times every model in every dtype) after `warmup`
 untimed rounds; ratios are medians of per-round ratios, timed by process CPU time with one thread (immune
 to other load), else by wall clock.
 """
@@ -60,16 +60,16 @@ from zencli.bench.model import (
     parse_size,
 )
 from zencli.cli.bench_model import _say  # wide enough that numbers never wrap
-from zencli.cli.common import progress_bar, write_json_report
+from zencli.cli.common import progress_bar, refuse_renamed_flags, write_json_report
 from zencli.errors import ZenError
 from zencli.model.inference import hold_linear_weights_in
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
+from zencli.train.dtype import autocast, inference_autocast, quantize_int8
 from zencli.train.optim import clip_grad_norm
-from zencli.train.precision import autocast, inference_autocast, quantize_int8
 
 PEERS = ("released", "hf-bert")
-PRECISIONS = ("fp32", "bf16", "int8")
+DTYPES = ("fp32", "bf16", "int8")
 
 
 def load_released(directory: Path) -> Any:
@@ -106,10 +106,10 @@ class PeerVariant:
         self.params = [p for p in pretraining.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
 
-    def train_step(self, batch: dict, precision: str) -> tuple[float, float]:
+    def train_step(self, batch: dict, dtype: str) -> tuple[float, float]:
         self.model.train()
         clock = Clock(self.device)
-        with autocast(precision, self.device):
+        with autocast(dtype, self.device):
             loss = self.train_fn(self.model, batch)
         loss.backward()
         clip_grad_norm(self.params, CLIP_NORM)
@@ -117,10 +117,10 @@ class PeerVariant:
         self.optimizer.zero_grad(set_to_none=True)
         return clock.lap()
 
-    def infer(self, batch: dict, precision: str) -> tuple[float, float]:
+    def infer(self, batch: dict, dtype: str) -> tuple[float, float]:
         self.encoder.eval()
         clock = Clock(self.device)
-        with torch.inference_mode(), autocast(precision, self.device):
+        with torch.inference_mode(), autocast(dtype, self.device):
             self.infer_fn(self.encoder, batch)
         return clock.lap()
 
@@ -166,52 +166,52 @@ def hf_variant(size: ModelSize, vocab_size: int, seed: int, device: torch.device
     return PeerVariant("hf-bert", model, model.bert, train, infer, device)
 
 
-def precision_list(spec: str | list[str] | None, device: torch.device) -> list[str]:
-    """`fp32,bf16,int8` → the precisions to time (default: all three on CPU, fp32 and bf16 on CUDA)."""
+def dtype_list(spec: str | list[str] | None, device: torch.device) -> list[str]:
+    """`fp32,bf16,int8` → the dtypes to time (default: all three on CPU, fp32 and bf16 on CUDA)."""
     if spec is None:
-        return list(PRECISIONS) if device.type == "cpu" else ["fp32", "bf16"]
+        return list(DTYPES) if device.type == "cpu" else ["fp32", "bf16"]
     items = [p.strip() for p in (spec.split(",") if isinstance(spec, str) else spec) if p.strip()]
-    bad = [p for p in items if p not in PRECISIONS]
+    bad = [p for p in items if p not in DTYPES]
     if not items or bad:
-        raise ZenError(f"--precision: expected a comma-separated list of {', '.join(PRECISIONS)}, got "
+        raise ZenError(f"--dtype: expected a comma-separated list of {', '.join(DTYPES)}, got "
                        f"{','.join(items) if items else repr(spec)}")
     if "int8" in items and device.type != "cpu":
-        raise ZenError(f"--precision: int8 (dynamic quantization) runs on CPUs only, not on {device}")
+        raise ZenError(f"--dtype: int8 (dynamic quantization) runs on CPUs only, not on {device}")
     return list(dict.fromkeys(items))
 
 
 class PredictEncoder:
-    """zen's encoder as `zen predict` runs it in `precision` (inference only, timed like `Variant.infer`):
+    """zen's encoder as `zen predict` runs it in `dtype` (inference only, timed like `Variant.infer`):
     int8 — a copy with its linear layers dynamically quantized; bf16 — a copy whose linear weights are held
     in bf16 (zencli.model.inference), under autocast: the outputs of plain autocast, without its casts of
     the weights on every call."""
 
-    def __init__(self, variant: Variant, precision: str):
+    def __init__(self, variant: Variant, dtype: str):
         encoder = variant.model.bert
-        if precision == "int8":
+        if dtype == "int8":
             self.encoder = quantize_int8(encoder)
         else:
             self.encoder = hold_linear_weights_in(copy.deepcopy(encoder).eval(), torch.bfloat16)
-        self.precision, self.has_ngrams, self.device = precision, variant.has_ngrams, variant.device
+        self.dtype, self.has_ngrams, self.device = dtype, variant.has_ngrams, variant.device
 
     def infer(self, batch: dict[str, torch.Tensor]) -> tuple[float, float]:
         inputs = encoder_inputs(batch, self.has_ngrams)
         clock = Clock(self.device)
-        with torch.inference_mode(), inference_autocast(self.precision, self.device):
+        with torch.inference_mode(), inference_autocast(self.dtype, self.device):
             self.encoder(batch["input_ids"], **inputs)
         return clock.lap()
 
 
-def cases(names: list[str], mode: str, precisions: list[str]) -> list[tuple[str, str]]:
-    """(model, precision) pairs one round times: every model in every precision, int8 for zen's encoders
+def cases(names: list[str], mode: str, dtypes: list[str]) -> list[tuple[str, str]]:
+    """(model, dtype) pairs one round times: every model in every dtype, int8 for zen's encoders
     and for inference only (the peers have no int8 path of their own)."""
-    return [(n, p) for p in precisions for n in names
+    return [(n, p) for p in dtypes for n in names
             if p != "int8" or (mode == "infer" and n.startswith("zen "))]
 
 
 def _time_case(variants: dict[str, Any], predict: dict[tuple[str, str], Any], batches: list[dict[str, Any]],
                mode: str, by_cpu: bool, advance: Callable[[str, str], None], case: tuple[str, str], r: int) -> float:
-    """One timed step (mode "train") or forward (mode "infer") of `case` = (model, precision) on round r's batch:
+    """One timed step (mode "train") or forward (mode "infer") of `case` = (model, dtype) on round r's batch:
     its CPU or wall seconds."""
     name, prec = case
     v, b = variants[name], batches[r % len(batches)]
@@ -230,7 +230,7 @@ def _time_case(variants: dict[str, Any], predict: dict[tuple[str, str], Any], ba
 
 
 def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
-    """zen2 against every other model in the same precision; zen2 in each precision against the released
+    """zen2 against every other model in the same dtype; zen2 in each dtype against the released
     code's fp32 (or, without it, HF's / zen's BERT fp32): the speed a user gains by moving to zen."""
     out: dict[str, float] = {}
     zen = "zen zen2"
@@ -251,10 +251,10 @@ def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
 
 def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[str], steps: int, warmup: int,
         batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int, threads: int, seed: int,
-        device: str = "cpu", precision: str | list[str] | None = None, log: Callable[[str], None] = lambda s: None,
+        device: str = "cpu", dtype: str | list[str] | None = None, log: Callable[[str], None] = lambda s: None,
         advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
-    """Interleaved timings of zen2, zen's bert and the available peers per size and precision (`precision`:
+    """Interleaved timings of zen2, zen's bert and the available peers per size and dtype (`dtype`:
     a comma-separated list of fp32, bf16, int8); see the module docstring."""
     if threads:
         torch.set_num_threads(threads)
@@ -264,7 +264,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ZenError("--device cuda: no CUDA device is available")
-    precisions = precision_list(precision, dev)
+    dtypes = dtype_list(dtype, dev)
     rng_batches = make_batches(max(2, steps), batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
                                vocab_size=vocab_size,
                                chars=synthetic_chars(batch * seq_len * 4, vocab_size, np.random.default_rng(seed)),
@@ -275,7 +275,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     by_cpu = threads == 1 and dev.type == "cpu"
     names_all = ["zen zen2", "zen bert"] + (["released zen2"] if release_mod is not None else []) + (
         ["hf-bert"] if hf else [])
-    on_total(len(sizes) * (warmup + steps) * sum(len(cases(names_all, m, precisions)) for m in modes))
+    on_total(len(sizes) * (warmup + steps) * sum(len(cases(names_all, m, dtypes)) for m in modes))
     results = []
     for size in sizes:
         variants: dict[str, Any] = {}
@@ -288,18 +288,18 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
         if hf:
             variants["hf-bert"] = hf_variant(size, vocab_size, seed, dev)
         predict = ({(n, p): PredictEncoder(variants[n], p) for n in ("zen zen2", "zen bert")
-                    for p in ("bf16", "int8") if p in precisions} if "infer" in modes else {})
+                    for p in ("bf16", "int8") if p in dtypes} if "infer" in modes else {})
         names = list(variants)
         row: dict[str, Any] = {"size": size.name, "layers": size.layers, "hidden": size.hidden,
                                "ngram_layers": size.ngram_layers}
         for mode in modes:
-            todo = cases(names, mode, precisions)
+            todo = cases(names, mode, dtypes)
 
             one = functools.partial(_time_case, variants, predict, rng_batches, mode, by_cpu,
                                     lambda name, prec, where=f"{size.name} {mode}": advance(f"{where}: {name} {prec}"))
             times = interleaved_rounds(todo, steps, warmup, one)
             tokens = batch * seq_len
-            row[mode] = [{"model": n, "precision": p, "tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)}
+            row[mode] = [{"model": n, "dtype": p, "tokens_per_s": tokens / _median(t), "ms": 1e3 * _median(t)}
                          for (n, p), t in times.items()]
             row[mode + "_ratios"] = _ratios(times)
             log(f"{size.name} {mode}: " + ", ".join(f"{k} {v:.2f}×" for k, v in row[mode + "_ratios"].items()))
@@ -309,7 +309,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                          "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
                          "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
                          "released": str(released) if released else None, "hf": hf,
-                         "device": str(dev), "precisions": precisions,
+                         "device": str(dev), "dtypes": dtypes,
                          "torch": torch.__version__},
             "results": results}
 
@@ -332,9 +332,9 @@ def peers(
     ngram_rows: int = typer.Option(100_000, "--ngram-rows", help="Rows of the n-gram table."),
     threads: int = typer.Option(1, "--threads", help="Torch threads; with 1 on CPU, process CPU time is the clock."),
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    precision: str = typer.Option(None, "--precision", help="Comma-separated: fp32, bf16 (autocast, every model "
-                                  "alike), int8 (zen's encoders, inference; CPU). Default: all three on CPU, "
-                                  "fp32,bf16 on CUDA."),
+    dtype: str = typer.Option(None, "--dtype", help="Comma-separated: fp32, bf16 (autocast, every model "
+                              "alike), int8 (zen's encoders, inference; CPU). Default: all three on CPU, "
+                              "fp32,bf16 on CUDA."),
     seed: int = typer.Option(0, "--seed"),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
@@ -347,30 +347,30 @@ def peers(
         report = run(sizes=[parse_size(s) for s in sizes.split(",") if s.strip()], released=released, hf=hf,
                      modes=mode_list, steps=steps, warmup=warmup, batch=batch, seq_len=seq_len, slots=slots,
                      ngram_rows=ngram_rows, vocab_size=21128, threads=threads, seed=seed, device=device,
-                     precision=precision,
+                     dtype=dtype,
                      log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
                      advance=lambda name: progress.update(task, advance=1, description=name),
                      on_total=lambda n: progress.update(task, total=n))
     s = report["settings"]
     for mode in mode_list:
-        precisions = [p for p in s["precisions"] if mode == "infer" or p != "int8"]  # int8: inference only
+        dtypes = [p for p in s["dtypes"] if mode == "infer" or p != "int8"]  # int8: inference only
         t = Table(title=f"{mode}: batch {s['batch']} × {s['seq_len']}, {s['slots']} n-gram slots, "
-                        f"{', '.join(precisions)} on {s['device']}, "
+                        f"{', '.join(dtypes)} on {s['device']}, "
                         f"{s['threads']} thread(s), {s['clock']} clock")
-        for c in ("size", "model", "precision", "tokens/s", "ms", "zen2 × (same precision)"):
-            t.add_column(c, justify="left" if c in ("size", "model", "precision") else "right", no_wrap=True)
+        for c in ("size", "model", "dtype", "tokens/s", "ms", "zen2 × (same dtype)"):
+            t.add_column(c, justify="left" if c in ("size", "model", "dtype") else "right", no_wrap=True)
         ratios = Table(title=f"{mode}: ratios (> 1: the first named is faster)")
         for c in ("size", "what", "×"):
             ratios.add_column(c, justify="right" if c == "×" else "left", no_wrap=True)
         for r in report["results"]:
             rr = r[mode + "_ratios"]
             for m in r[mode]:
-                ratio = rr.get(f"zen2 vs {m['model']}, {m['precision']}")
-                t.add_row(r["size"], m["model"], m["precision"], f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
+                ratio = rr.get(f"zen2 vs {m['model']}, {m['dtype']}")
+                t.add_row(r["size"], m["model"], m["dtype"], f"{m['tokens_per_s']:,.0f}", f"{m['ms']:.1f}",
                           "" if ratio is None else f"{ratio:.2f}")
             t.add_section()
             for key, ratio in rr.items():
-                if not key.startswith("zen2 vs "):  # zen's BERT vs HF's; zen2 in each precision vs a fp32 peer
+                if not key.startswith("zen2 vs "):  # zen's BERT vs HF's; zen2 in each dtype vs a fp32 peer
                     ratios.add_row(r["size"], key, f"{ratio:.2f}")
         _say(t)
         if ratios.row_count:
@@ -379,6 +379,7 @@ def peers(
 
 
 if __name__ == "__main__":
+    refuse_renamed_flags(app)  # --precision: an error naming --dtype
     try:
         app()
     except ZenError as e:  # one line, as zen's own commands print it

@@ -22,7 +22,7 @@ FILLER = list("的了是在我有他这个们中来上大为和到地说时要�
 
 TINY_SETS = ["model.hidden_size=16", "model.num_hidden_layers=1", "model.num_attention_heads=2",
              "model.intermediate_size=32", "model.num_hidden_word_layers=1", "task.max_seq_len=32",
-             "task.eval_batch_size=16", "train.precision=fp32", "train.device=cpu", "train.tensorboard=false",
+             "task.eval_batch_size=16", "train.dtype=fp32", "train.device=cpu", "train.tensorboard=false",
              "train.log_every=100", "train.num_threads=1", "train.batch_size=8", "train.lr=3e-3",
              "train.save_every=0"]
 

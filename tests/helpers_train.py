@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         return plain_loss(model, batch) if args.plain else lm_loss(model, batch)
 
     settings = TrainSettings(lr=3e-3, warmup_steps=3, max_steps=args.max_steps, batch_size=args.batch_size,
-                             grad_accum=args.grad_accum, precision="fp32", device=args.device, seed=7,
+                             grad_accum=args.grad_accum, dtype="fp32", device=args.device, seed=7,
                              save_every=args.save_every, keep_last=2, log_every=1, output_dir=args.out,
                              tensorboard=False, sparse_embeddings=bool(args.sparse), weight_decay=0.01)
     model = build(dropout=args.dropout)

@@ -58,7 +58,7 @@ def conll(path: Path, n: int, seed: int) -> Path:
 def zen(*args: str, input: str | None = None) -> str:
     r = runner.invoke(app, list(args), input=input, catch_exceptions=False)
     assert r.exit_code == 0, r.output
-    # predict and evaluate write data to stdout (stderr says which precision `auto` picked)
+    # predict and evaluate write data to stdout (stderr says which dtype `auto` picked)
     return r.stdout if args[0] in ("predict", "evaluate") else r.output
 
 
@@ -124,7 +124,7 @@ def test_pretrain_ar_tiny_then_word_level_ner_finetune_evaluate_and_predict(tmp_
     assert plain.replace("[", "").replace("]", "").split("/")[0].startswith("  " + PERSONS[0])
 
 
-FINETUNE = ["--max-steps", "3", "--batch-size", "4", "--quiet", "--set", "train.precision=fp32",
+FINETUNE = ["--max-steps", "3", "--batch-size", "4", "--quiet", "--set", "train.dtype=fp32",
             "--set", "train.num_threads=1", "--set", "task.max_seq_len=64"]
 
 

@@ -57,12 +57,12 @@ def test_the_tiny_check_runs_every_step_and_passes(tiny):
         assert step in r.stdout
     assert "FAIL" not in r.stdout and r.stdout.count("pass") >= 6
 
-    # 1. bench model: the three encoders' tokens/s and the zen2/bert ratio, at both precisions
+    # 1. bench model: the three encoders' tokens/s and the zen2/bert ratio, at both dtypes
     for p in ("fp32", "bf16"):
         v = rows[f"model {p}"]["values"]
         assert set(v["train_tokens_per_s"]) == set(v["infer_tokens_per_s"]) == {"zen2", "zen1", "bert"}
         assert all(x > 0 for x in [*v["train_tokens_per_s"].values(), *v["infer_tokens_per_s"].values()])
-        assert v["zen2_bert_step_ratio"] > 0 and v["report"]["settings"]["precisions"] == [p]
+        assert v["zen2_bert_step_ratio"] > 0 and v["report"]["settings"]["dtypes"] == [p]
         assert any(not c["required"] for c in rows[f"model {p}"]["checks"])  # the ratio is a goal, not a criterion
     assert 0 <= rows["model bf16"]["values"]["bf16_mlm_loss_gap"] <= 0.02
 
@@ -165,7 +165,7 @@ def test_settings_come_from_the_preset_then_the_options(monkeypatch, tmp_path):
     g = gpu.GPU
     assert (g.model_size, g.model_batch, g.model_seq_len) == ("base", 32, 128)
     assert (g.pretrain_size, g.pretrain_seq_len, g.pretrain_batch, g.pretrain_minutes) == ("6x256x2", 128, 128, 3.0)
-    assert g.precision == "auto" and g.goal_minutes == 8.0 and g.min_pretrain_ratio == 2.0
+    assert g.dtype == "auto" and g.goal_minutes == 8.0 and g.min_pretrain_ratio == 2.0
 
 
 def test_pretraining_settings_reach_the_recipe(tmp_path):
@@ -180,7 +180,7 @@ def test_pretraining_settings_reach_the_recipe(tmp_path):
     m, t = cfg.model, cfg.train
     assert (m.num_hidden_layers, m.hidden_size, m.num_attention_heads, m.intermediate_size) == (6, 256, 4, 1024)
     assert (cfg.data.max_seq_len, cfg.data.dupe_factor, t.batch_size, t.warmup_steps) == (128, 6, 128, 300)
-    assert (t.max_minutes, t.precision, t.overwrite, t.lr) == (3.0, "auto", True, 1e-3)
+    assert (t.max_minutes, t.dtype, t.overwrite, t.lr) == (3.0, "auto", True, 1e-3)
     assert cfg.data.vocab == ws.vocab and cfg.data.corpus == [data / "raw" / "train.txt"]
     assert t.output_dir == ws.pretrain_dir
     mine = gpu.pretrain_config(replace(gpu.GPU, pretrain_sets=["train.warmup_steps=50", "model.hidden_size=128"]),

@@ -161,9 +161,9 @@ def test_lexicon_slots_are_real_matches_that_avoid_masked_chars(tmp_path: Path):
 
 
 def test_run_report_structure_and_positive_ratios():
-    report = run(ModelBenchSettings(sizes=[MICRO], precisions=["fp32", "bf16"], **SMALL_RUN))
+    report = run(ModelBenchSettings(sizes=[MICRO], dtypes=["fp32", "bf16"], **SMALL_RUN))
     res = report["results"][0]
-    names = {(r["encoder"], r["precision"]) for r in res["rows"]}
+    names = {(r["encoder"], r["dtype"]) for r in res["rows"]}
     assert names == {(e, p) for e in (*ENCODERS, DENSE_VARIANT) for p in ("fp32", "bf16")}
     for row in res["rows"]:
         tr = row["train"]
@@ -179,7 +179,7 @@ def test_run_report_structure_and_positive_ratios():
             assert row["infer"]["tokens_per_s"] > 0 and row["infer_ratio_vs_bert"] > 0
         else:
             assert "infer" not in row
-        if row["precision"] == "bf16":
+        if row["dtype"] == "bf16":
             assert row["bf16_train_speedup"] > 0
     assert res["params"]["zen2"] > res["params"]["bert"]
     acc = {a["encoder"]: a for a in res["bf16_accuracy"]}
@@ -198,7 +198,7 @@ def test_run_report_structure_and_positive_ratios():
 
 
 def test_run_is_deterministic_in_its_inputs_and_losses():
-    settings = ModelBenchSettings(sizes=[MICRO], encoders=["zen2"], precisions=["fp32", "bf16"], dense_opt=False,
+    settings = ModelBenchSettings(sizes=[MICRO], encoders=["zen2"], dtypes=["fp32", "bf16"], dense_opt=False,
                                   **SMALL_RUN)
     a = run(settings)
     b = run(settings)
@@ -210,7 +210,7 @@ def test_run_is_deterministic_in_its_inputs_and_losses():
 
 def test_one_thread_is_judged_by_cpu_time_and_threads_are_restored():
     before = torch.get_num_threads()
-    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], threads=1,
+    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], dtypes=["fp32"], threads=1,
                                     **SMALL_RUN))
     assert torch.get_num_threads() == before
     assert report["settings"]["threads"] == 1 and report["summary"]["clock"] == "cpu"
@@ -221,7 +221,7 @@ def test_one_thread_is_judged_by_cpu_time_and_threads_are_restored():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(sizes=[MICRO], encoders=["gpt"]), "--encoders"),
-    (dict(sizes=[MICRO], precisions=["fp16"]), "--precision"),
+    (dict(sizes=[MICRO], dtypes=["fp16"]), "--dtype"),
     (dict(sizes=[MICRO], lexicon=Path("x.txt")), "--lexicon needs --text"),
     (dict(sizes=[MICRO], batch=0), "--batch"),
     (dict(sizes=[MICRO], seq_len=513), "--seq-len: expected at most 512"),
@@ -245,7 +245,7 @@ def test_cli_prints_tables_and_writes_json(tmp_path: Path):
     out = tmp_path / "r" / "model.json"
     r = CliRunner().invoke(app, ["bench", "model", "--sizes", "2x32x1", "--curve-size", "2x32x1", "--batch", "2",
                                  "--seq-len", "16", "--slots", "12", "--ngram-rows", "300", "--vocab-size", "200",
-                                 "--steps", "1", "--curve-steps", "2", "--gemm-size", "64", "--precision",
+                                 "--steps", "1", "--curve-steps", "2", "--gemm-size", "64", "--dtype",
                                  "fp32,bf16", "--no-dense-adamw", "--json", str(out)])
     assert r.exit_code == 0, r.output
     for text in ("training step", "inference", "bf16 autocast vs fp32", "ZEN 2.0 / BERT training step"):
@@ -268,7 +268,7 @@ def test_pd98_text_with_a_real_lexicon(tmp_path: Path):
     ngrams, freqs, _ = count_lexicon(train, 2_000_000, 50, 4)
     lex = tmp_path / "ngram.txt"
     Lexicon(ngrams, freqs).save(lex)
-    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], precisions=["fp32"], text=train,
+    report = run(ModelBenchSettings(sizes=[MICRO], encoders=["zen2", "bert"], dtypes=["fp32"], text=train,
                                     lexicon=lex, batch=4, seq_len=128, steps=1, curve_steps=0, gemm_size=128,
                                     gemm_seconds=0.05))
     filled = report["inputs"]["slots_filled_per_seq"]

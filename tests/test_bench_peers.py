@@ -13,7 +13,7 @@ from zencli.errors import ZenError
 def test_run_times_zen_encoders_and_reports_ratios() -> None:
     report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer", "train"], steps=1, warmup=0,
                  batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0,
-                 precision="fp32")
+                 dtype="fp32")
     row = report["results"][0]
     for mode in ("infer", "train"):
         assert {m["model"] for m in row[mode]} == {"zen zen2", "zen bert"}
@@ -22,14 +22,14 @@ def test_run_times_zen_encoders_and_reports_ratios() -> None:
     assert report["settings"]["clock"] == "cpu"
 
 
-def test_precision_axis_times_int8_for_zen_inference_only() -> None:
+def test_dtype_axis_times_int8_for_zen_inference_only() -> None:
     report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer", "train"], steps=1, warmup=0,
                  batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0)
-    assert report["settings"]["precisions"] == ["fp32", "bf16", "int8"]  # the CPU default
+    assert report["settings"]["dtypes"] == ["fp32", "bf16", "int8"]  # the CPU default
     row = report["results"][0]
-    infer = {(m["model"], m["precision"]) for m in row["infer"]}
+    infer = {(m["model"], m["dtype"]) for m in row["infer"]}
     assert infer == {(n, p) for n in ("zen zen2", "zen bert") for p in ("fp32", "bf16", "int8")}
-    assert {m["precision"] for m in row["train"]} == {"fp32", "bf16"}
+    assert {m["dtype"] for m in row["train"]} == {"fp32", "bf16"}
     assert "zen2 vs zen bert, int8" in row["infer_ratios"] and "zen2 vs zen bert, int8" not in row["train_ratios"]
 
 
@@ -46,11 +46,11 @@ def test_cli_rejects_unknown_mode() -> None:
     assert "--modes" in str(result.exception)
 
 
-def test_bf16_autocast_and_bad_precision() -> None:
+def test_bf16_autocast_and_bad_dtype() -> None:
     report = run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0,
-                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="bf16")
-    assert report["settings"]["precisions"] == ["bf16"]
-    assert all(m["precision"] == "bf16" and m["tokens_per_s"] > 0 for m in report["results"][0]["infer"])
-    with pytest.raises(ZenError, match="--precision"):
+                 batch=2, seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, dtype="bf16")
+    assert report["settings"]["dtypes"] == ["bf16"]
+    assert all(m["dtype"] == "bf16" and m["tokens_per_s"] > 0 for m in report["results"][0]["infer"])
+    with pytest.raises(ZenError, match="--dtype"):
         run(sizes=[parse_size("1x64x1")], released=None, hf=False, modes=["infer"], steps=1, warmup=0, batch=2,
-            seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, precision="fp8")
+            seq_len=16, slots=8, ngram_rows=200, vocab_size=300, threads=1, seed=0, dtype="fp8")

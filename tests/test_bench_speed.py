@@ -68,7 +68,7 @@ def test_quick_speed_run_has_every_section_and_the_ratios(tmp_path):
     assert res["size"] == "1x32x1" and {row["encoder"] for row in res["rows"]} == {"zen2", "zen1", "bert"}
     per = sm["models"]["1x32x1"]
     for prec, p in per.items():
-        rows = {row["encoder"]: row for row in res["rows"] if row["precision"] == prec}
+        rows = {row["encoder"]: row for row in res["rows"] if row["dtype"] == prec}
         for enc in ("zen2", "zen1"):
             assert p[f"{enc}_train_ratio_vs_bert"] == rows[enc]["cpu_train_ratio_vs_bert"] > 0
             assert p[f"{enc}_infer_ratio_vs_bert"] == rows[enc]["cpu_infer_ratio_vs_bert"] > 0

@@ -106,7 +106,7 @@ def test_model_scores_equal_the_scores_of_its_prediction_file(models, tmp_path, 
     from_file = scores("--task", task, "--gold", str(dev), "--pred", str(pred))
     from_model = scores(str(model), "--data", str(dev))
     assert from_model["prediction_file"] == str(model) and from_model["prediction_format"] == "model"
-    assert from_model.pop("inference_precision") in ("fp32", "bf16")  # auto: what this machine runs
+    assert from_model.pop("inference_dtype") in ("fp32", "bf16")  # auto: what this machine runs
     for d in (from_file, from_model):
         for key in ("prediction_file", "prediction_format", "notes"):
             d.pop(key)

@@ -37,7 +37,7 @@ def _env() -> dict[str, str]:
 
 
 def run(out: Path, loss_fn=lm_loss, **kw):
-    settings = dict(lr=3e-3, warmup_steps=3, max_steps=10, batch_size=8, precision="fp32", device="cpu", seed=7,
+    settings = dict(lr=3e-3, warmup_steps=3, max_steps=10, batch_size=8, dtype="fp32", device="cpu", seed=7,
                     save_every=5, keep_last=2, log_every=1, output_dir=out, tensorboard=False, num_threads=1)
     settings.update(kw)
     torch.manual_seed(0)
@@ -290,7 +290,7 @@ def test_an_unreadable_newest_checkpoint_is_named_and_the_older_one_used(tmp_pat
     console = Console(record=True, width=400)
     torch.manual_seed(0)
     result = train(build(), lm_loss, IndexedBatches(make_examples(), collate, seed=3),
-                   TrainSettings(lr=3e-3, warmup_steps=3, max_steps=15, batch_size=8, precision="fp32", device="cpu",
+                   TrainSettings(lr=3e-3, warmup_steps=3, max_steps=15, batch_size=8, dtype="fp32", device="cpu",
                                  seed=7, save_every=5, keep_last=2, log_every=1, output_dir=tmp_path / "cut",
                                  tensorboard=False, num_threads=1), console=console)
     shown = " ".join(console.export_text().split())

@@ -20,7 +20,7 @@ from zencli.model.encoder import ZenModel
 from zencli.model.names import released_state, to_released, to_zen, zen_state
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.tasks.model_dir import load_task_model
-from zencli.train.checkpoint import fingerprint, load_checkpoint, with_zen_names
+from zencli.train.checkpoint import fingerprint, load_checkpoint, with_current_names
 from zencli.train.run_dir import refuse_another_run
 
 
@@ -81,8 +81,8 @@ def test_an_old_fingerprint_compares_equal_after_the_map(tmp_path: Path) -> None
     new = {"lr": 0.001, "parameters": params}
     old = {"lr": 0.001, "parameters": released_state(params)}
     assert fingerprint(old) != fingerprint(new)
-    assert with_zen_names(fingerprint(old), old) == (fingerprint(new), new)
-    assert with_zen_names(fingerprint(new), new) == (fingerprint(new), new)  # recorded since: unchanged
+    assert with_current_names(fingerprint(old), old) == (fingerprint(new), new)
+    assert with_current_names(fingerprint(new), new) == (fingerprint(new), new)  # recorded since: unchanged
     (tmp_path / "run.json").write_text(json.dumps({"fingerprint": fingerprint(old), "fingerprint_values": old}))
     refuse_another_run(tmp_path, fingerprint(new), new)  # the same run: not refused
 

@@ -122,7 +122,7 @@ def _predict(model: Path, lines: list[str], *args: str) -> list[str]:
 def test_zen_predict_writes_the_same_with_either_engine(exported, name):
     model_dir, onnx_dir = exported[name]
     _, lines, fmt = MODELS[name]
-    expected = _predict(model_dir, lines, "--format", fmt, "--precision", "fp32")
+    expected = _predict(model_dir, lines, "--format", fmt, "--dtype", "fp32")
     assert _predict(onnx_dir, lines, "--engine", "onnx", "--format", fmt) == expected
     assert len([x for x in expected if x]) >= 2
 
@@ -134,17 +134,17 @@ def test_the_int8_export_loads_and_mostly_agrees(exported):
     ops = {n.op_type for n in onnx.load(str(onnx_dir / FILES["int8"])).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops  # int8 weights, activations quantized per call
     fp32 = _predict(onnx_dir, TAGGING_LINES, "--engine", "onnx", "--format", "conll")
-    int8 = _predict(onnx_dir, TAGGING_LINES, "--engine", "onnx", "--format", "conll", "--precision", "int8")
+    int8 = _predict(onnx_dir, TAGGING_LINES, "--engine", "onnx", "--format", "conll", "--dtype", "int8")
     assert len(int8) == len(fp32)
     assert sum(a == b for a, b in zip(fp32, int8)) >= 0.8 * len(fp32)
-    assert load_onnx(onnx_dir, precision="int8").precision == "int8"
+    assert load_onnx(onnx_dir, dtype="int8").dtype == "int8"
 
 
 def test_engine_errors_are_one_line(exported, tmp_path):
     model_dir, onnx_dir = exported["ner-crf"]
     r = runner.invoke(app, ["predict", str(model_dir), "--engine", "onnx"], input=b"x")
     assert "not an ONNX export" in str(r.exception) and "zen model export --format onnx" in str(r.exception)
-    r = runner.invoke(app, ["predict", str(onnx_dir), "--engine", "onnx", "--precision", "bf16"], input=b"x")
+    r = runner.invoke(app, ["predict", str(onnx_dir), "--engine", "onnx", "--dtype", "bf16"], input=b"x")
     assert "fp32 or int8" in str(r.exception)
     r = runner.invoke(app, ["predict", str(onnx_dir), "--engine", "tensorrt"], input=b"x")
     assert "--engine: expected torch or onnx" in str(r.exception)
@@ -152,7 +152,7 @@ def test_engine_errors_are_one_line(exported, tmp_path):
     assert "--format: expected released or onnx" in str(r.exception)
     export_onnx(model_dir, tmp_path / "fp32-only", int8=False)
     with pytest.raises(Exception, match=r"no int8 model in this export"):
-        load_onnx(tmp_path / "fp32-only", precision="int8")
+        load_onnx(tmp_path / "fp32-only", dtype="int8")
 
 
 @pytest.mark.parametrize("argv", [["predict", "ONNX", "--engine", "onnx"], ["model", "export", "MODEL", "-o", "OUT",
@@ -212,9 +212,9 @@ def test_bench_predict_times_torch_and_onnx_in_one_run(exported, tmp_path):
 
     model_dir, _ = exported["ner-crf"]
     data = write(tmp_path / "in.txt", TAGGING_LINES * 3)
-    report = run(model_dir, data, precisions=["fp32", "bf16", "int8"], engines=["torch", "onnx"], size="2x32x1",
+    report = run(model_dir, data, dtypes=["fp32", "bf16", "int8"], engines=["torch", "onnx"], size="2x32x1",
                  rounds=1, warmup=0, profile=True)
-    assert [(r["engine"], r["precision"]) for r in report["rows"]] == [
+    assert [(r["engine"], r["dtype"]) for r in report["rows"]] == [
         ("torch", "fp32"), ("torch", "bf16"), ("torch", "int8"), ("onnx", "fp32"), ("onnx", "int8")]
     for r in report["rows"]:
         assert r["chars_per_s"] > 0 and 0 < r["encoder_share"] < 1 and r["speed_vs_fp32"] > 0

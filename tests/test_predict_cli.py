@@ -192,7 +192,7 @@ def test_a_model_directory_works_on_its_own_through_a_real_pipe(models, tmp_path
 
 def test_evaluate_model_scores_like_finetune_did(models, tmp_path):
     dev = models["ner"].parents[1] / "ner.tsv"  # the file the model was evaluated on while training
-    evaluation = evaluate_model(load_for_inference(models["ner"], device="cpu"), dev)  # as train.eval_precision auto
+    evaluation = evaluate_model(load_for_inference(models["ner"], device="cpu"), dev)  # as train.eval_dtype auto
     saved = json.loads((models["ner"] / "dev_scores.json").read_text(encoding="utf-8"))
     assert evaluation.task == "ner" and evaluation.main_score == pytest.approx(saved["main_score"])
     unseen = write(tmp_path / "unseen.tsv", ["北\tB-GPE", "京\tE-GPE", "的\tO", ""])

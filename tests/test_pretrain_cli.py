@@ -56,7 +56,7 @@ MICRO = {
     "model": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
               "num_hidden_word_layers": 1},
     "train": {"lr": 2e-3, "warmup_steps": 1, "max_steps": 6, "batch_size": 8, "save_every": 3, "keep_last": 2,
-              "log_every": 1, "eval_every": 3, "precision": "fp32", "num_threads": 1, "tensorboard": False},
+              "log_every": 1, "eval_every": 3, "dtype": "fp32", "num_threads": 1, "tensorboard": False},
 }
 
 
@@ -286,7 +286,7 @@ def test_continue_from_a_bert_checkpoint_with_the_from_bert_recipe(tmp_path):
     sets = [f"init.pretrained={tmp_path / 'bert'}", f"data.corpus=[{corpus}]", f"data.heldout=[{dev}]",
             "data.ngram=null", "data.build_missing=true", "data.max_seq_len=32", "data.workers=1",
             "data.heldout_examples=32", "model.num_hidden_word_layers=1", "train.max_steps=2", "train.warmup_steps=1",
-            "train.batch_size=8", "train.precision=fp32", "train.num_threads=1", "train.eval_every=0",
+            "train.batch_size=8", "train.dtype=fp32", "train.num_threads=1", "train.eval_every=0",
             "train.tensorboard=false", f"train.output_dir={out}"]
     zen("pretrain", "-r", "pretrain-zh-from-bert", "--quiet", *[x for s in sets for x in ("--set", s)])
     p = load_pretrained(out / "model")

@@ -105,17 +105,17 @@ def test_quickstart_runs_the_chain_then_skips_finished_steps(tmp_path, env):
         assert again[key] == summary[key]
     assert "skipped" in p.stdout
 
-    # another precision: test is scored again in it (scores of another precision are not reused)
-    r = runner.invoke(app, ["quickstart", "--minutes", "0.3", "--workdir", str(ws.root), "--quiet", "--precision",
+    # another dtype: test is scored again in it (scores of another dtype are not reused)
+    r = runner.invoke(app, ["quickstart", "--minutes", "0.3", "--workdir", str(ws.root), "--quiet", "--dtype",
                             "int8", *SETS], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     int8 = json.loads(ws.quickstart_json.read_text(encoding="utf-8"))
-    assert int8["precision"] == "int8" and _status(int8)["evaluate"] == "ran"
+    assert int8["dtype"] == "int8" and _status(int8)["evaluate"] == "ran"
     steps = {st["name"]: st for st in int8["steps"]}
-    assert steps["evaluate"]["command"].endswith("--precision int8") and "predict --precision int8" in \
+    assert steps["evaluate"]["command"].endswith("--dtype int8") and "predict --dtype int8" in \
         steps["predict"]["command"]
     scores = json.loads((ws.finetuned_model("ner") / "test_scores.json").read_text(encoding="utf-8"))
-    assert scores["inference_precision"] == "int8"
+    assert scores["inference_dtype"] == "int8"
 
     # an unfinished fine-tuning (no exported model) is redone from its checkpoint, and test is scored again
     (ws.finetuned_model("ner") / "task.json").unlink()

@@ -256,7 +256,7 @@ def test_the_tiny_rtd_recipe_is_the_tiny_recipe_with_rtd(tmp_path):
     assert rtd.model == mlm.model and rtd.data == mlm.data
     assert (rtd.rtd.generator_size, rtd.rtd.discriminator_weight, rtd.rtd.nsp) == (0.25, 50.0, True)
     assert rtd.masking.scheme == "ngram"
-    for key in ("lr", "warmup_steps", "max_steps", "batch_size", "precision", "seed"):
+    for key in ("lr", "warmup_steps", "max_steps", "batch_size", "dtype", "seed"):
         assert getattr(rtd.train, key) == getattr(mlm.train, key), key
     assert "objective" not in run_plan(mlm) and run_plan(rtd)["objective"] == "rtd"  # old MLM runs continue
 

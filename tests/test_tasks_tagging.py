@@ -46,7 +46,7 @@ LONG = "北京大学的学生在图书馆学习新政策" * 5  # 80 chars: sever
 # A tiny from-scratch ZEN 2.0 (--set arguments) that trains in well under a second per step.
 TINY = ["model.hidden_size=16", "model.num_hidden_layers=1", "model.num_attention_heads=2",
         "model.intermediate_size=32", "model.num_hidden_word_layers=1", "task.max_seq_len=16",
-        "task.eval_batch_size=8", "train.precision=fp32", "train.device=cpu", "train.tensorboard=false",
+        "task.eval_batch_size=8", "train.dtype=fp32", "train.device=cpu", "train.tensorboard=false",
         "train.log_every=100", "train.num_threads=1", "train.batch_size=4", "train.lr=3e-3",
         "train.save_every=0"]
 TINY_CHTE = ["model.chte.n_heads=4", "model.chte.n_linear_heads=2", "model.chte.cnn_windows=[2,3]",

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def settings(out: Path, **kw) -> TrainSettings:
-    base = dict(lr=3e-3, warmup_steps=2, max_steps=8, batch_size=8, precision="fp32", device="cpu", seed=7,
+    base = dict(lr=3e-3, warmup_steps=2, max_steps=8, batch_size=8, dtype="fp32", device="cpu", seed=7,
                 save_every=4, keep_last=2, log_every=1, output_dir=out, tensorboard=False)
     base.update(kw)
     return TrainSettings(**base)
@@ -51,7 +51,7 @@ def test_same_seed_same_losses_bit_for_bit(tmp_path):
     assert losses(tmp_path / "a") != losses(tmp_path / "c")
     for p, q in zip(m1.parameters(), m2.parameters()):
         assert torch.equal(p, q)
-    assert r1.step == 8 and r1.precision == "fp32" and r1.tokens == 8 * 8 * 8
+    assert r1.step == 8 and r1.dtype == "fp32" and r1.tokens == 8 * 8 * 8
     assert not m1.embed.sparse  # the loop restores the table's flag
 
 
@@ -255,14 +255,14 @@ def test_progress_prints_plain_lines_when_not_a_terminal(tmp_path):
     assert "\x1b[" not in buf.getvalue()
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp16"])
-def test_reduced_precision_trains_on_cpu(tmp_path, precision):
-    _, result = run(tmp_path, precision=precision, max_steps=4)
-    assert result.precision == precision
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_reduced_dtype_trains_on_cpu(tmp_path, dtype):
+    _, result = run(tmp_path, dtype=dtype, max_steps=4)
+    assert result.dtype == dtype
     values = [loss for _, loss in losses(tmp_path)]
     assert len(values) == 4 and all(torch.isfinite(torch.tensor(values)))
     scaler_state = load_checkpoint(result.checkpoint)["scaler"]
-    assert (scaler_state != {}) == (precision == "fp16")  # only fp16 scales the loss
+    assert (scaler_state != {}) == (dtype == "fp16")  # only fp16 scales the loss
 
 
 def test_divergence_is_a_clear_error(tmp_path):
@@ -285,8 +285,8 @@ def test_settings_validation_names_the_key(tmp_path):
     with pytest.raises(ZenError, match=r"r.yaml: train.patience: expected a share of the planned steps in \[0, 1\) "
                                        r".*got 5, a count of evaluations"):
         from_dict(TrainSettings, {"patience": 5, "best_metric": "f1"}, source="r.yaml", prefix="train.")
-    with pytest.raises(ZenError, match="precision"):
-        from_dict(TrainSettings, {"precision": "fp8"}, source="r.yaml")
+    with pytest.raises(ZenError, match="dtype"):
+        from_dict(TrainSettings, {"dtype": "fp8"}, source="r.yaml")
     with pytest.raises(ZenError, match=r"batch_size: the global batch of 8 does not split over 3 processes × "
                                        r"grad_accum 1; 1, 2, 4, 8 processes keep it, or set a batch_size that is "
                                        r"a multiple of 3"):

@@ -296,7 +296,7 @@ def test_a_data_error_in_training_is_the_same_one_line_error_with_or_without_wor
 
     outcomes = []
     for workers in (0, 2):
-        s = TrainSettings(lr=3e-3, max_steps=8, batch_size=8, precision="fp32", device="cpu", seed=7, log_every=1,
+        s = TrainSettings(lr=3e-3, max_steps=8, batch_size=8, dtype="fp32", device="cpu", seed=7, log_every=1,
                           output_dir=tmp_path / str(workers), tensorboard=False, data_workers=workers)
         with pytest.raises(ZenError) as e:
             train(build(), lm_loss, IndexedBatches(range(64), collate_or_fail, seed=3), s, show_progress=False)

@@ -86,7 +86,7 @@ def audited_run(tmp_path: Path, *, rows: int = 40, reads: str | None = None, **k
     torch.manual_seed(0)
     examples = [torch.randint(0, rows, (8,)) for _ in range(32)]
     settings = TrainSettings(**{**dict(
-        lr=1e-3, warmup_steps=2, max_steps=12, batch_size=8, grad_accum=2, precision="fp32", device="cpu",
+        lr=1e-3, warmup_steps=2, max_steps=12, batch_size=8, grad_accum=2, dtype="fp32", device="cpu",
         seed=1, log_every=6, save_every=4, keep_last=1, output_dir=tmp_path, tensorboard=False), **kw})
     audit = SyncAudit(calls)
     with audit:
@@ -103,7 +103,7 @@ QUIET_STEPS = {1, 2, 3, 5, 7, 9, 10, 11}  # neither log (6, 12), save (4, 8, 12)
 
 @pytest.mark.parametrize("kw", [
     {},
-    {"precision": "bf16"},
+    {"dtype": "bf16"},
     {"rows": 1500, "ema_decay": 0.9, "clip_norm": 0.01},  # a row-sparse table (LazyAdamW), EMA, clipping on
 ], ids=["fp32", "bf16", "sparse-ema-clipped"])
 def test_quiet_steps_make_no_host_sync(tmp_path, kw):
@@ -120,7 +120,7 @@ def test_the_audit_sees_a_loss_function_that_syncs(tmp_path, reads):
 
 
 def test_fp16_still_checks_every_step_for_its_scaler(tmp_path):
-    per_step = audited_run(tmp_path, precision="fp16")
+    per_step = audited_run(tmp_path, dtype="fp16")
     assert QUIET_STEPS <= set(per_step)  # overflowing steps are skipped (and counted) as they happen
 
 

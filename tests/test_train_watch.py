@@ -46,7 +46,7 @@ def watched_run(tmp_path, lr: float, watch: BaselineWatch | None = None):
     examples = [torch.randint(0, CLASSES, (8,)) for _ in range(64)]
     buf = io.StringIO()
     result = train(Lookup(), mlm_like_loss, IndexedBatches(examples, torch.stack, seed=1),
-                   TrainSettings(lr=lr, warmup_steps=2, max_steps=40, batch_size=8, precision="fp32", device="cpu",
+                   TrainSettings(lr=lr, warmup_steps=2, max_steps=40, batch_size=8, dtype="fp32", device="cpu",
                                  log_every=2, save_every=0, output_dir=tmp_path, tensorboard=False),
                    console=Console(file=buf, width=300), show_progress=False,
                    watch=watch or BaselineWatch("mlm_loss", UNIGRAM, label="the unigram MLM loss", margin=0.2))

@@ -38,7 +38,7 @@ NER = ("我\tO\n们\tO\n在\tO\n北\tB-LOC\n京\tE-LOC\nA\tO\n\n他\tS-PER\n是\
 TINY = ["--encoder", "bert", "--max-steps", "2", "--quiet", "--set", "model.hidden_size=8",
         "--set", "model.num_hidden_layers=1", "--set", "model.num_attention_heads=2",
         "--set", "model.intermediate_size=16", "--set", "train.batch_size=2", "--set", "train.device=cpu",
-        "--set", "train.precision=fp32", "--set", "train.num_threads=1", "--set", "train.tensorboard=false",
+        "--set", "train.dtype=fp32", "--set", "train.num_threads=1", "--set", "train.tensorboard=false",
         "--set", "train.save_every=0", "--set", "task.max_seq_len=16"]
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ fine-tunings, scoring and prediction that follow it — as one table and one JSO
                   and once in bf16: training and inference tokens/s of zen2 / zen1 / bert and the zen2/bert step
                   ratio (goal ≤ 1.3×); bf16 must keep the MLM loss within 2% of fp32 (same weights, one batch)
     2. lexicon    the workspace's vocab.txt + n-gram lexicon of PD98 raw train (`zen lexicon`; reused once built)
-    3. pretrain   pretrain-zh-tiny at 6×256 (2 n-gram layers), seq 128, batch 128, precision auto (bf16 where
+    3. pretrain   pretrain-zh-tiny at 6×256 (2 n-gram layers), seq 128, batch 128, dtype auto (bf16 where
                   supported), 3 minutes: held-out masked-char accuracy must end at ≥ 2× the unigram baseline
                   the pretraining reports (always guessing the most frequent training character)
     4. finetune   NER and CWS from that model (their PD98 recipes, 45 s each), scored on test by
@@ -69,7 +69,7 @@ class GpuCheckSettings:
     pretrain_steps: int = 100_000  # upper bound: the time budget fits the step count
     pretrain_warmup_steps: int = 300
     pretrain_lr: float | None = None  # None: the recipe's
-    precision: str = "auto"  # pretraining and fine-tuning: auto = bf16 where the device supports it
+    dtype: str = "auto"  # pretraining and fine-tuning: auto = bf16 where the device supports it
     pretrain_sets: list[str] = field(default_factory=list)  # KEY=VALUE, as `zen pretrain --set` (win over the above)
     # 4. fine-tuning (the tasks' PD98 recipes from the pretrained model)
     finetune_minutes: float = 0.75
@@ -114,7 +114,7 @@ TINY = replace(
     GPU, preset="tiny", model_size="2x64x1", model_batch=4, model_seq_len=32, model_steps=2, model_ngram_rows=2000,
     model_vocab_size=1000, gemm_size=64, gemm_seconds=0.05, pretrain_size="2x64x1", pretrain_seq_len=64,
     pretrain_batch=64, pretrain_dupe_factor=2, pretrain_minutes=2.0, pretrain_steps=100, pretrain_warmup_steps=10,
-    pretrain_lr=3e-3, precision="fp32", threads=1, finetune_minutes=0.5, finetune_steps=40, finetune_batch=16,
+    pretrain_lr=3e-3, dtype="fp32", threads=1, finetune_minutes=0.5, finetune_steps=40, finetune_batch=16,
     predict_lines=500, min_pretrain_ratio=2.0, min_ner_f1=0.5, min_cws_f1=0.5, goal_minutes=None)
 
 
@@ -211,14 +211,14 @@ def gpu_facts(device) -> dict[str, Any]:
             "bf16": torch.cuda.is_bf16_supported()}
 
 
-def model_step(s: GpuCheckSettings, device, precision: str, callbacks: dict[str, Callable]) -> Row:
-    """`zen bench model` at one precision: tokens/s of the three encoders and the zen2/bert step ratio."""
+def model_step(s: GpuCheckSettings, device, dtype: str, callbacks: dict[str, Callable]) -> Row:
+    """`zen bench model` at one dtype: tokens/s of the three encoders and the zen2/bert step ratio."""
     from zencli.bench.model import ModelBenchSettings, judging_clock, parse_size, run
 
     size = parse_size(s.model_size)
     t0 = time.perf_counter()
     report = run(ModelBenchSettings(
-        sizes=[size], encoders=["zen2", "zen1", "bert"], precisions=[precision], dense_opt=False,
+        sizes=[size], encoders=["zen2", "zen1", "bert"], dtypes=[dtype], dense_opt=False,
         steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
         ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0, gemm_size=s.gemm_size,
         gemm_seconds=s.gemm_seconds, threads=s.threads or 0, seed=s.seed, device=str(device)), **callbacks)
@@ -229,20 +229,20 @@ def model_step(s: GpuCheckSettings, device, precision: str, callbacks: dict[str,
     train = {e: r["train"][pre + "tokens_per_s"] for e, r in rows.items()}
     infer = {e: r["infer"][pre + "tokens_per_s"] for e, r in rows.items()}
     ratio = rows["zen2"].get(pre + "train_ratio_vs_bert")
-    values: dict[str, Any] = {"precision": precision, "train_tokens_per_s": train, "infer_tokens_per_s": infer,
+    values: dict[str, Any] = {"dtype": dtype, "train_tokens_per_s": train, "infer_tokens_per_s": infer,
                               "zen2_bert_step_ratio": ratio, "report": report}
     key = (f"train tok/s {_per_encoder(train)}; infer tok/s {_per_encoder(infer)}; zen2/bert step "
            f"{_x(ratio)}")
     checks = [Check(f"zen2/bert step ≤ {s.goal_zen2_bert_ratio:g}× (goal)",
                     ratio is not None and ratio <= s.goal_zen2_bert_ratio, required=False)]
-    if precision == "bf16":
+    if dtype == "bf16":
         checks.insert(0, bf16_check(report, s.max_bf16_loss_gap))
         values["bf16_mlm_loss_gap"] = max(r["mlm_loss_abs_diff"] / r["mlm_loss_fp32"] for r in res["bf16_accuracy"])
         key += f"; bf16 loss gap {100 * values['bf16_mlm_loss_gap']:.2f}%"
     m = res["model"]
-    ran = (f"bench model {m['name']} ({m['layers']}×{m['hidden']}, {m['ngram_layers']} n-gram layers) {precision}, "
+    ran = (f"bench model {m['name']} ({m['layers']}×{m['hidden']}, {m['ngram_layers']} n-gram layers) {dtype}, "
            f"batch {s.model_batch} × {s.model_seq_len}, {s.model_steps} rounds")
-    return Row(f"model {precision}", ran, seconds, key, values, checks)
+    return Row(f"model {dtype}", ran, seconds, key, values, checks)
 
 
 def lexicon_step(ws: Workspace, data: Path, console: Console) -> Row:
@@ -269,7 +269,7 @@ def pretrain_config(s: GpuCheckSettings, ws: Workspace, data: Path, device):
         "model.num_hidden_word_layers": size.ngram_layers, "data.max_seq_len": s.pretrain_seq_len,
         "data.dupe_factor": s.pretrain_dupe_factor, "train.batch_size": s.pretrain_batch,
         "train.max_steps": s.pretrain_steps, "train.warmup_steps": s.pretrain_warmup_steps,
-        "train.max_minutes": s.pretrain_minutes, "train.device": device.type, "train.precision": s.precision,
+        "train.max_minutes": s.pretrain_minutes, "train.device": device.type, "train.dtype": s.dtype,
         "train.seed": s.seed, "train.overwrite": True,
         **({} if s.pretrain_lr is None else {"train.lr": s.pretrain_lr}),
         **({} if s.threads is None else {"train.num_threads": s.threads}),
@@ -289,14 +289,14 @@ def pretrain_step(s: GpuCheckSettings, ws: Workspace, data: Path, device, consol
     held = r.get("heldout") or {}
     final, base = held.get("final") or {}, held.get("baseline") or {}
     acc, base_acc = final.get("masked_acc"), base.get("masked_acc")
-    values = {"steps": r.get("steps"), "parameters": r.get("parameters"), "precision": r.get("precision"),
+    values = {"steps": r.get("steps"), "parameters": r.get("parameters"), "dtype": r.get("dtype"),
               "tokens_per_s": result.tokens_per_s, "train_seconds": round(result.elapsed_s, 3),
               "heldout_masked_acc": acc, "baseline_masked_acc": base_acc,
               "heldout_mlm_loss": final.get("mlm_loss"), "baseline_mlm_loss": base.get("mlm_loss"),
               "model": str(result.model_dir)}
     m = cfg.model
     ran = (f"pretrain {m.num_hidden_layers}×{m.hidden_size} ({m.num_hidden_word_layers} n-gram layers), seq "
-           f"{cfg.data.max_seq_len}, batch {cfg.train.batch_size}, {r.get('precision')}, "
+           f"{cfg.data.max_seq_len}, batch {cfg.train.batch_size}, {r.get('dtype')}, "
            f"{cfg.train.max_minutes:g} min budget")
     rate = f", {result.tokens_per_s:,.0f} tok/s" if result.tokens_per_s else ""
     key = (f"{fmt.count(values['steps'])} steps{rate}; held-out masked-char acc {fmt.number(acc)} vs unigram "
@@ -316,7 +316,7 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
     from zencli.jobs.finetune import workspace_config
 
     ours = {"data.test": None, "train.batch_size": s.finetune_batch, "train.max_minutes": s.finetune_minutes,
-            "train.device": device.type, "train.precision": s.precision, "train.seed": s.seed, "train.overwrite": True,
+            "train.device": device.type, "train.dtype": s.dtype, "train.seed": s.seed, "train.overwrite": True,
             **({} if s.threads is None else {"train.num_threads": s.threads})}
     options = {"task.name": task, "train.max_steps": s.finetune_steps}  # a step count replaces the recipe's epochs
     if s.finetune_steps is not None:
@@ -327,7 +327,7 @@ def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, d
 def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
     from zencli.tasks.finetune import run_finetune
-    from zencli.tasks.inference import set_precision
+    from zencli.tasks.inference import set_dtype
     from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import evaluate_model
 
@@ -336,8 +336,8 @@ def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, dev
     t0 = time.perf_counter()
     result = run_finetune(cfg, console=console, show_progress=show_progress)
     trained = time.perf_counter() - t0
-    # in `zen evaluate`'s default precision (auto), as the command would score it
-    evaluation = evaluate_model(set_precision(load_task_model(result.model_dir, device=device), "auto"), test)
+    # in `zen evaluate`'s default dtype (auto), as the command would score it
+    evaluation = evaluate_model(set_dtype(load_task_model(result.model_dir, device=device), "auto"), test)
     seconds = time.perf_counter() - t0
     scores = evaluation.to_dict()
     f1 = scores.get("f1")
@@ -367,7 +367,7 @@ def predict_lines(data: Path, n: int) -> list[str]:
 def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     """The NER model through `predict_stream` (as `zen predict --input IN --output OUT`), timed after loading."""
     from zencli.atomic_write import atomic_write_text
-    from zencli.tasks.inference import set_precision
+    from zencli.tasks.inference import set_dtype
     from zencli.tasks.model_dir import load_task_model
     from zencli.tasks.predict import predict_stream
     from zencli.text.reading import iter_lines
@@ -378,7 +378,7 @@ def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     source, target = folder / "input.txt", folder / "output.txt"
     atomic_write_text(source, "".join(line + "\n" for line in lines))
     t0 = time.perf_counter()
-    loaded = set_precision(load_task_model(ws.finetuned_model(PREDICT_TASK), device=device), "auto")  # as zen predict
+    loaded = set_dtype(load_task_model(ws.finetuned_model(PREDICT_TASK), device=device), "auto")  # as zen predict
     load_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     with open(target, "w", encoding="utf-8", newline="\n") as out:
@@ -416,10 +416,10 @@ def run(s: GpuCheckSettings, *, console: Console | None = None, show_progress: b
     ws = Workspace.at(s.output_dir)
     ws.root.mkdir(parents=True, exist_ok=True)
     progress = model_progress or (lambda: contextlib.nullcontext({}))
-    precisions = ["fp32"] + ([] if device.type == "cuda" and not _cuda_bf16() else ["bf16"])
-    if len(precisions) == 1:
+    dtypes = ["fp32"] + ([] if device.type == "cuda" and not _cuda_bf16() else ["bf16"])
+    if len(dtypes) == 1:
         console.print("model bf16: skipped (this GPU has no bf16)", highlight=False)
-    planned = len(precisions) + 3 + len(TASKS)
+    planned = len(dtypes) + 3 + len(TASKS)
     rows: list[Row] = []
     old_threads = torch.get_num_threads()
     t0 = time.perf_counter()
@@ -434,11 +434,11 @@ def run(s: GpuCheckSettings, *, console: Console | None = None, show_progress: b
                       soft_wrap=True)
 
     try:
-        for precision in precisions:
-            def body(p: str = precision) -> Row:
+        for dtype in dtypes:
+            def body(p: str = dtype) -> Row:
                 with progress() as callbacks:
                     return model_step(s, device, p, callbacks)
-            step(f"bench model {s.model_size} {precision}", body)
+            step(f"bench model {s.model_size} {dtype}", body)
         step("lexicon", lambda: lexicon_step(ws, data, console))
         step("pretrain", lambda: pretrain_step(s, ws, data, device, console, show_progress))
         for task in TASKS:

@@ -11,7 +11,7 @@ For every size (tiny 4×256 with 2 n-gram layers, small 6×512 / 3, base 12×768
 - inference: the encoder (`ZenModel`, pooled output included, no pretraining heads) in eval mode under
   `torch.inference_mode()`.
 
-Rounds are interleaved — each round runs every (variant, precision) once, in an order rotated from
+Rounds are interleaved — each round runs every (variant, dtype) once, in an order rotated from
 round to round — and the first `warmup` rounds are discarded; reported times are medians. Ratios
 (vs plain BERT, bf16 vs fp32) are medians of the per-round ratios, so load drift on a shared machine
 cancels as far as it can. Every phase is timed by wall clock and by process CPU time (`cpu_*` keys).
@@ -58,13 +58,13 @@ from zencli.errors import ZenError
 from zencli.model.config import ZenConfig
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
+from zencli.train.dtype import autocast, cpu_has_fast_bf16
 from zencli.train.optim import build_optimizers, clip_grad_norm, mark_sparse_embeddings
-from zencli.train.precision import autocast, cpu_has_fast_bf16
 from zencli.train.settings import TrainSettings
 
 ENCODERS = ("zen2", "zen1", "bert")
 DENSE_VARIANT = "zen2+dense-adamw"
-PRECISIONS = ("fp32", "bf16")
+DTYPES = ("fp32", "bf16")
 # The optimizer setup of zen's training loop, with its defaults.
 _TRAIN = TrainSettings()
 LR, BETAS, EPS = _TRAIN.lr, (_TRAIN.adam_beta1, _TRAIN.adam_beta2), _TRAIN.adam_eps
@@ -153,14 +153,14 @@ class Variant:
         for t in self.tables:
             t.sparse = True
 
-    def train_step(self, batch: dict[str, torch.Tensor], precision: str
+    def train_step(self, batch: dict[str, torch.Tensor], dtype: str
                    ) -> tuple[dict[str, tuple[float, float]], torch.Tensor]:
         """{phase: (wall s, CPU s)} for fwd, bwd, opt, and the loss of one training step (a 0-d tensor)."""
         self._set_sparse()
         self.model.train()
         inputs = encoder_inputs(batch, self.has_ngrams)
         clock = Clock(self.device)
-        with autocast(precision, self.device):
+        with autocast(dtype, self.device):
             out = self.model(batch["input_ids"], mlm_labels=batch["mlm_labels"], nsp_labels=batch["nsp_labels"],
                              **inputs)
         fwd = clock.lap()
@@ -173,12 +173,12 @@ class Variant:
             opt.zero_grad(set_to_none=True)
         return {"fwd": fwd, "bwd": bwd, "opt": clock.lap()}, out.loss.detach()
 
-    def infer(self, batch: dict[str, torch.Tensor], precision: str) -> tuple[float, float]:
+    def infer(self, batch: dict[str, torch.Tensor], dtype: str) -> tuple[float, float]:
         """(wall s, CPU s) of one encoder forward in eval mode."""
         self.model.eval()
         inputs = encoder_inputs(batch, self.has_ngrams)
         clock = Clock(self.device)
-        with torch.inference_mode(), autocast(precision, self.device):
+        with torch.inference_mode(), autocast(dtype, self.device):
             self.model.bert(batch["input_ids"], **inputs)
         return clock.lap()
 
@@ -208,10 +208,10 @@ def bf16_accuracy(model: ZenForPreTraining, batch: dict[str, torch.Tensor], devi
     inputs = encoder_inputs(batch, model.config.has_ngrams)
     res = {}
     with torch.inference_mode():
-        for precision in PRECISIONS:
-            with autocast(precision, device):
+        for dtype in DTYPES:
+            with autocast(dtype, device):
                 out = model(batch["input_ids"], mlm_labels=batch["mlm_labels"], **inputs)
-            res[precision] = (out.encoder.sequence_output.float(), float(out.mlm_loss))
+            res[dtype] = (out.encoder.sequence_output.float(), float(out.mlm_loss))
     (ref, loss32), (low, loss16) = res["fp32"], res["bf16"]
     diff = (low - ref).abs()
     return {"seq_max_abs_err": float(diff.max()), "seq_rel_err": float(diff.norm() / ref.norm()),
@@ -225,7 +225,7 @@ def training_curve(size: ModelSize, steps: int, batches: list[dict[str, torch.Te
     """ZEN 2.0 trained `steps` steps in fp32 and in bf16 from the same init, batches and dropout seed."""
     curves: dict[str, list[float]] = {}
     seconds: dict[str, float] = {}
-    for precision in PRECISIONS:
+    for dtype in DTYPES:
         model = _build(size, "zen2", vocab_size, ngram_rows, seed, device)
         v = Variant("zen2", model, True, device)
         for opt in v.optimizers:
@@ -234,11 +234,11 @@ def training_curve(size: ModelSize, steps: int, batches: list[dict[str, torch.Te
         torch.manual_seed(seed + 1)
         losses, t = [], 0.0
         for i in range(steps):
-            times, loss = v.train_step(batches[i % len(batches)], precision)
+            times, loss = v.train_step(batches[i % len(batches)], dtype)
             losses.append(float(loss))
             t += sum(wall for wall, _ in times.values())
-            advance(f"bf16 check: {precision} training")
-        curves[precision], seconds[precision] = losses, t
+            advance(f"bf16 check: {dtype} training")
+        curves[dtype], seconds[dtype] = losses, t
         del v, model
     k = max(1, min(5, steps // 3))
     f32, b16 = curves["fp32"], curves["bf16"]
@@ -257,7 +257,7 @@ def _ratio(a: list[float], b: list[float]) -> float:
     return _median([x / y for x, y in zip(a, b) if y > 0])
 
 
-def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], dense_opt: bool,
+def bench_size(size: ModelSize, *, encoders: list[str], dtypes: list[str], dense_opt: bool,
                batches: list[dict[str, torch.Tensor]], steps: int, warmup: int, infer_steps: int,
                vocab_size: int, ngram_rows: int, seed: int, device: torch.device,
                advance: Callable[[str], None]) -> dict[str, Any]:
@@ -270,9 +270,9 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
         variants.append(Variant(enc, built[enc], True, device))
     if dense_opt and "zen2" in built:
         variants.append(Variant(DENSE_VARIANT, built["zen2"], False, device))
-    combos = [(v, p) for p in precisions for v in variants]
+    combos = [(v, p) for p in dtypes for v in variants]
 
-    # samples[clock][phase][(variant, precision)]: one value per timed round, clock 0 = wall, 1 = CPU
+    # samples[clock][phase][(variant, dtype)]: one value per timed round, clock 0 = wall, 1 = CPU
     samples: list[dict[str, dict[tuple[str, str], list[float]]]] = [
         {ph: {(v.name, p): [] for v, p in combos} for ph in ("fwd", "bwd", "opt", "fwd_bwd", "step", "infer")}
         for _ in range(2)]
@@ -317,7 +317,7 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
         key = (v.name, p)
         train_flops = training_flops(v.model.config, B, L, slots, masked, slot_rows)
         infer_flops = forward_flops(v.model.config, B, L, slots, masked, heads=False, slot_rows=slot_rows)
-        row: dict[str, Any] = {"encoder": v.name, "precision": p, "train": {}}
+        row: dict[str, Any] = {"encoder": v.name, "dtype": p, "train": {}}
         for c, prefix in ((0, ""), (1, "cpu_")):
             t = samples[c]
             step = _median(t["step"][key])
@@ -339,7 +339,7 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
                 row[f"{prefix}fwd_bwd_ratio_vs_bert"] = _ratio(t["fwd_bwd"][key], t["fwd_bwd"][("bert", p)])
                 if v.name != DENSE_VARIANT:
                     row[f"{prefix}infer_ratio_vs_bert"] = _ratio(t["infer"][key], t["infer"][("bert", p)])
-            if p == "bf16" and "fp32" in precisions:
+            if p == "bf16" and "fp32" in dtypes:
                 row[f"{prefix}bf16_train_speedup"] = _ratio(t["step"][(v.name, "fp32")], t["step"][key])
                 if v.name != DENSE_VARIANT:
                     row[f"{prefix}bf16_infer_speedup"] = _ratio(t["infer"][(v.name, "fp32")], t["infer"][key])
@@ -351,7 +351,7 @@ def bench_size(size: ModelSize, *, encoders: list[str], precisions: list[str], d
         rows.append(row)
 
     accuracy = []
-    if "bf16" in precisions:
+    if "bf16" in dtypes:
         for enc, model in built.items():
             accuracy.append({"encoder": enc, **bf16_accuracy(model, batches[0], device)})
             advance(f"{size.name}: bf16 accuracy")
@@ -397,7 +397,7 @@ def ngram_matrix_ms(batches: list[dict[str, torch.Tensor]], repeats: int = 5) ->
     return 1e3 * _median(times)
 
 
-def attention_kernels(size: ModelSize, batch: int, seq_len: int, precision: str, device: torch.device,
+def attention_kernels(size: ModelSize, batch: int, seq_len: int, dtype: str, device: torch.device,
                       repeats: int = 5) -> list[dict[str, Any]]:
     """Which scaled_dot_product_attention backends can run zen's attention calls at this size, and their
     forward+backward ms — for the GPU path (`attention.attend`): ZEN 2.0 with [Q+u|Q'], [K|K'] heads of
@@ -406,13 +406,14 @@ def attention_kernels(size: ModelSize, batch: int, seq_len: int, precision: str,
     picks by itself."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     A, d = size.heads, size.hidden // size.heads
-    mask = torch.zeros(batch, 1, 1, seq_len, device=device, dtype=dtype)
+    mask = torch.zeros(batch, 1, 1, seq_len, device=device, dtype=torch_dtype)
     rows = []
     for kind, qk_dim, v_dim in (("zen2", 2 * d, d), ("zen2, V padded", 2 * d, 2 * d), ("plain", d, d)):
-        q, k = (torch.randn(batch, A, seq_len, qk_dim, device=device, dtype=dtype, requires_grad=True) for _ in "qk")
-        v = torch.randn(batch, A, seq_len, v_dim, device=device, dtype=dtype, requires_grad=True)
+        q, k = (torch.randn(batch, A, seq_len, qk_dim, device=device, dtype=torch_dtype, requires_grad=True)
+                for _ in "qk")
+        v = torch.randn(batch, A, seq_len, v_dim, device=device, dtype=torch_dtype, requires_grad=True)
         for backend in ("default", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH"):
             ctx = (contextlib.nullcontext() if backend == "default"
                    else sdpa_kernel(getattr(SDPBackend, backend)))
@@ -430,10 +431,10 @@ def attention_kernels(size: ModelSize, batch: int, seq_len: int, precision: str,
     return rows
 
 
-def progress_total(sizes_steps: list[tuple[int, int]], n_encoders: int, precisions: list[str], dense: bool,
+def progress_total(sizes_steps: list[tuple[int, int]], n_encoders: int, dtypes: list[str], dense: bool,
                    warmup: int, curve_steps: int) -> int:
     """How many `advance` calls a run makes: (training rounds, inference rounds) per size."""
-    n_var, n_prec, bf16 = n_encoders + (1 if dense else 0), len(precisions), "bf16" in precisions
+    n_var, n_prec, bf16 = n_encoders + (1 if dense else 0), len(dtypes), "bf16" in dtypes
     total = 0
     for steps, isteps in sizes_steps:
         total += (warmup + steps) * n_var * n_prec + (warmup + isteps) * n_encoders * n_prec
@@ -453,10 +454,10 @@ class _Inputs:
     filled: float  # n-gram slots filled per sequence
 
 
-def _check_options(*, sizes: list[ModelSize], encoders: Sequence[str], precisions: list[str] | None,
+def _check_options(*, sizes: list[ModelSize], encoders: Sequence[str], dtypes: list[str] | None,
                    ints: dict[str, tuple[int, int]], seq_len: int, ngram_rate: float, text: Path | None,
                    lexicon: Path | None, device: str) -> tuple[torch.device, list[str]]:
-    """One-line errors for bad options; the device and the precisions to time (default: fp32, and bf16
+    """One-line errors for bad options; the device and the dtypes to time (default: fp32, and bf16
     where the hardware has fast bf16)."""
     for name, (value, low) in ints.items():
         if value < low:
@@ -480,16 +481,16 @@ def _check_options(*, sizes: list[ModelSize], encoders: Sequence[str], precision
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ZenError("--device cuda: no CUDA device is available")
     fast_bf16 = (torch.cuda.is_bf16_supported() if dev.type == "cuda" else cpu_has_fast_bf16())
-    if precisions is None:
-        precisions = ["fp32", "bf16"] if fast_bf16 else ["fp32"]
-    for p in precisions:
-        if p not in PRECISIONS:
-            raise ZenError(f"--precision: expected a comma-separated subset of fp32, bf16, got {p!r}")
-    if "bf16" in precisions and dev.type == "cuda" and not fast_bf16:
-        raise ZenError(f"--precision bf16: {torch.cuda.get_device_name(dev)} does not support bf16")
-    if not precisions:
-        raise ZenError("--precision: expected at least one precision")
-    return dev, list(precisions)
+    if dtypes is None:
+        dtypes = ["fp32", "bf16"] if fast_bf16 else ["fp32"]
+    for p in dtypes:
+        if p not in DTYPES:
+            raise ZenError(f"--dtype: expected a comma-separated subset of fp32, bf16, got {p!r}")
+    if "bf16" in dtypes and dev.type == "cuda" and not fast_bf16:
+        raise ZenError(f"--dtype bf16: {torch.cuda.get_device_name(dev)} does not support bf16")
+    if not dtypes:
+        raise ZenError("--dtype: expected at least one dtype")
+    return dev, list(dtypes)
 
 
 def _make_inputs(*, text: Path | None, lexicon: Path | None, batch: int, seq_len: int, slots: int, ngram_rows: int,
@@ -520,26 +521,26 @@ def _make_inputs(*, text: Path | None, lexicon: Path | None, batch: int, seq_len
     return _Inputs(batches, make, chars, matcher, rows, filled)
 
 
-def _gemm_peaks(precisions: list[str], size: int, dev: torch.device, seconds: float) -> dict[str, float]:
+def _gemm_peaks(dtypes: list[str], size: int, dev: torch.device, seconds: float) -> dict[str, float]:
     return {p: gemm_peak(torch.float32 if p == "fp32" else torch.bfloat16, size, dev, min_seconds=seconds)
-            for p in precisions}
+            for p in dtypes}
 
 
 def _add_peak_shares(results: list[dict[str, Any]], peaks: dict[str, float]) -> None:
-    """Each row's achieved GFLOP/s as a percentage of the GEMM peak of its precision."""
+    """Each row's achieved GFLOP/s as a percentage of the GEMM peak of its dtype."""
     for res in results:
         for row in res["rows"]:
             for phase in ("train", "infer"):
                 if phase in row:
                     for prefix in ("", "cpu_"):
                         row[phase][f"{prefix}pct_of_gemm_peak"] = (100 * row[phase][f"{prefix}gflops_per_s"]
-                                                                   / peaks[row["precision"]])
+                                                                   / peaks[row["dtype"]])
 
 
 def _log_size(log: Callable[[str], None], result: dict[str, Any]) -> None:
     pre = "cpu_" if judging_clock(torch.get_num_threads()) == "cpu" else ""
     log(f"{result['size']}: training tok/s " + "; ".join(
-        f"{r['encoder']} {r['precision']} {r['train'][pre + 'tokens_per_s']:,.0f}"
+        f"{r['encoder']} {r['dtype']} {r['train'][pre + 'tokens_per_s']:,.0f}"
         + (f" ({r[pre + 'train_ratio_vs_bert']:.2f}× bert)" if pre + "train_ratio_vs_bert" in r else "")
         for r in result["rows"]))
 
@@ -550,7 +551,7 @@ class ModelBenchSettings:
 
     sizes: list[ModelSize]
     encoders: Sequence[str] = ENCODERS
-    precisions: list[str] | None = None  # None: fp32, and bf16 where it is fast
+    dtypes: list[str] | None = None  # None: fp32, and bf16 where it is fast
     dense_opt: bool = True  # add the zen2+dense-adamw variant
     steps: int = 0  # timed rounds (0: the size's default)
     warmup: int = 1  # rounds discarded first
@@ -583,7 +584,7 @@ def run(s: ModelBenchSettings, *, log: Callable[[str], None] = lambda s: None,
             "vocab_size": (s.vocab_size, FIRST_CHAR_ID + 2), "steps": (s.steps, 0), "warmup": (s.warmup, 0),
             "infer_steps": (s.infer_steps, 0), "curve_steps": (s.curve_steps, 0), "gemm_size": (s.gemm_size, 16),
             "threads": (s.threads, 0)}
-    dev, precisions = _check_options(sizes=s.sizes, encoders=s.encoders, precisions=s.precisions, ints=ints,
+    dev, dtypes = _check_options(sizes=s.sizes, encoders=s.encoders, dtypes=s.dtypes, ints=ints,
                                      seq_len=s.seq_len, ngram_rate=s.ngram_rate, text=s.text, lexicon=s.lexicon,
                                      device=s.device)
     dense_opt = s.dense_opt and "zen2" in s.encoders
@@ -596,32 +597,32 @@ def run(s: ModelBenchSettings, *, log: Callable[[str], None] = lambda s: None,
         inputs = _make_inputs(text=s.text, lexicon=s.lexicon, batch=s.batch, seq_len=s.seq_len, slots=s.slots,
                               ngram_rows=s.ngram_rows, vocab_size=s.vocab_size, ngram_rate=s.ngram_rate, seed=s.seed,
                               dev=dev, log=log)
-        peaks_start = _gemm_peaks(precisions, s.gemm_size, dev, s.gemm_seconds)
+        peaks_start = _gemm_peaks(dtypes, s.gemm_size, dev, s.gemm_seconds)
         log("GEMM peak at start: " + ", ".join(f"{p} {g:.0f} GFLOP/s" for p, g in peaks_start.items()))
         step_counts = [s.steps or DEFAULT_STEPS.get(size.name, 3) for size in s.sizes]
         infer_counts = [s.infer_steps or n for n in step_counts]
-        on_total(progress_total(list(zip(step_counts, infer_counts)), len(s.encoders), precisions, dense_opt,
+        on_total(progress_total(list(zip(step_counts, infer_counts)), len(s.encoders), dtypes, dense_opt,
                                 s.warmup, s.curve_steps))
         results = []
         for size, n, ni in zip(s.sizes, step_counts, infer_counts):
-            results.append(bench_size(size, encoders=list(s.encoders), precisions=precisions, dense_opt=dense_opt,
+            results.append(bench_size(size, encoders=list(s.encoders), dtypes=dtypes, dense_opt=dense_opt,
                                       batches=inputs.batches, steps=n, warmup=s.warmup, infer_steps=ni,
                                       vocab_size=s.vocab_size, ngram_rows=inputs.ngram_rows, seed=s.seed, device=dev,
                                       advance=advance))
             _log_size(log, results[-1])
-        kernels = attention_kernels(s.sizes[-1], s.batch, s.seq_len, precisions[-1], dev)
-        log("attention kernels (" + s.sizes[-1].name + ", " + precisions[-1] + "): " + "; ".join(
+        kernels = attention_kernels(s.sizes[-1], s.batch, s.seq_len, dtypes[-1], dev)
+        log("attention kernels (" + s.sizes[-1].name + ", " + dtypes[-1] + "): " + "; ".join(
             f"{r['attention']} {r['backend']} " + (f"{r['ms']:.2f} ms" if r["ok"] else "n/a") for r in kernels))
         curve = None
-        if s.curve_steps and "bf16" in precisions:
+        if s.curve_steps and "bf16" in dtypes:
             curve_batches = [{k: t.to(dev) for k, t in b.items()}
                              for b in make_batches(s.curve_steps, seed=s.seed + 7, **inputs.make)]
             curve = training_curve(s.curve_size or s.sizes[0], s.curve_steps, curve_batches,
                                    vocab_size=s.vocab_size, ngram_rows=inputs.ngram_rows, seed=s.seed, lr=s.curve_lr,
                                    device=dev, advance=advance)
-        peaks_end = _gemm_peaks(precisions, s.gemm_size, dev, s.gemm_seconds)
+        peaks_end = _gemm_peaks(dtypes, s.gemm_size, dev, s.gemm_seconds)
         load_end = os.getloadavg()
-        _add_peak_shares(results, {p: max(peaks_start[p], peaks_end[p]) for p in precisions})
+        _add_peak_shares(results, {p: max(peaks_start[p], peaks_end[p]) for p in dtypes})
         p_ms = (ngram_matrix_ms([{k: t.cpu() for k, t in b.items()} for b in inputs.batches]) if dev.type == "cpu"
                 else None)
     finally:
@@ -629,7 +630,7 @@ def run(s: ModelBenchSettings, *, log: Callable[[str], None] = lambda s: None,
 
     report = {
         "settings": {"sizes": [asdict(size) for size in s.sizes], "encoders": list(s.encoders),
-                     "precisions": precisions,
+                     "dtypes": dtypes,
                      "dense_adamw_variant": dense_opt, "steps": step_counts, "infer_steps": infer_counts,
                      "warmup": s.warmup, "batch": s.batch, "seq_len": s.seq_len, "slots": s.slots,
                      "ngram_rows": inputs.ngram_rows, "vocab_size": s.vocab_size, "ngram_rate": s.ngram_rate,
@@ -640,7 +641,7 @@ def run(s: ModelBenchSettings, *, log: Callable[[str], None] = lambda s: None,
                    "ngrams": ("lexicon matches: " + str(s.lexicon)) if inputs.matcher is not None
                    else f"synthetic, rate {s.ngram_rate}/char",
                    "slots_filled_per_seq": inputs.filled, "ngram_matrix_ms_per_batch": p_ms},
-        "gemm_peak_gflops": {p: {"start": peaks_start[p], "end": peaks_end[p]} for p in precisions},
+        "gemm_peak_gflops": {p: {"start": peaks_start[p], "end": peaks_end[p]} for p in dtypes},
         "results": results,
         "bf16_training": curve,
         "attention_kernels": kernels,
@@ -668,9 +669,9 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     ratios, opt, speed_t, speed_i = {}, {}, {}, {}
     for res in report["results"]:
         for row in res["rows"]:
-            key = f"{res['size']}/{row['encoder']}/{row['precision']}"
+            key = f"{res['size']}/{row['encoder']}/{row['dtype']}"
             if row["encoder"] == "zen2" and f"{pre}train_ratio_vs_bert" in row:
-                ratios[f"{res['size']}/{row['precision']}"] = row[f"{pre}train_ratio_vs_bert"]
+                ratios[f"{res['size']}/{row['dtype']}"] = row[f"{pre}train_ratio_vs_bert"]
             opt[key] = row["train"][f"{pre}opt_over_fwd_bwd"]
             if f"{pre}bf16_train_speedup" in row:
                 speed_t[key] = row[f"{pre}bf16_train_speedup"]

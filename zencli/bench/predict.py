@@ -1,13 +1,13 @@
-"""`zen bench predict`: end-to-end `zen predict` speed per engine and precision, and where its time goes.
+"""`zen bench predict`: end-to-end `zen predict` speed per engine and dtype, and where its time goes.
 
 Each round runs the whole prediction path of `zen predict MODEL --input FILE` (zencli.tasks.predict's
 `predict_stream`: reading and decoding the file, parsing lines, windows and n-gram matching, batching,
-the encoder, the head, decoding, formatting, writing to /dev/null) once per precision, in rotated order
+the encoder, the head, decoding, formatting, writing to /dev/null) once per dtype, in rotated order
 after `warmup` untimed rounds; chars/s counts the input's characters. With one thread the clock is process
 CPU time (least disturbed by other load), else wall time. The encoder's share is timed in every round by
 forward hooks around the encoder modules (ZEN/BERT and CHTE).
 
-`profile` adds one pass per precision under cProfile that splits the time into the path's phases (by the
+`profile` adds one pass per dtype under cProfile that splits the time into the path's phases (by the
 functions that do them: PHASES); cProfile slows Python code more than the encoder's native kernels, so the
 share outside the encoder it shows is an upper bound — the hook-timed share is the figure to judge.
 
@@ -36,13 +36,13 @@ import torch
 from zencli.bench.common import interleaved_rounds, machine_facts
 from zencli.bench.model import ModelSize, parse_size
 from zencli.errors import ZenError
-from zencli.tasks.inference import set_precision
+from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, load_task_model
 from zencli.tasks.predict import predict_stream
 from zencli.text.reading import iter_lines
 
-PRECISIONS = ("fp32", "bf16", "int8")
-ENGINE_PRECISIONS = {"torch": PRECISIONS, "onnx": ("fp32", "int8")}
+DTYPES = ("fp32", "bf16", "int8")
+ENGINE_DTYPES = {"torch": DTYPES, "onnx": ("fp32", "int8")}
 # phase → (file name ending, function name) pairs whose cumulative time is the phase's (they do not nest)
 PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     "reading": (("text/reading.py", "decode_lines"),),
@@ -138,18 +138,18 @@ def phase_profile(loaded: LoadedModel, path: Path, batch_size: int | None, chunk
     return out
 
 
-def run(model: Path, data: Path, *, precisions: list[str] | None = None, engines: list[str] | None = None,
+def run(model: Path, data: Path, *, dtypes: list[str] | None = None, engines: list[str] | None = None,
         size: str | None = None,
         max_lines: int = 0, rounds: int = 3, warmup: int = 1, threads: int = 1, batch_size: int | None = None,
         chunk_lines: int = 256, profile: bool = False, device: str = "cpu",
         log: Callable[[str], None] = lambda s: None, advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
-    """chars/s of `zen predict` per engine (torch, onnx) and precision on `data` (its first `max_lines` lines;
+    """chars/s of `zen predict` per engine (torch, onnx) and dtype on `data` (its first `max_lines` lines;
     0: all), the encoder's share, and optionally the phases."""
     if max_lines < 0:
         raise ZenError(f"--max-lines: expected >= 0 (0: every line), got {max_lines}")
     if not max_lines:
-        return _run(model, data, precisions, engines, size, rounds, warmup, threads, batch_size, chunk_lines,
+        return _run(model, data, dtypes, engines, size, rounds, warmup, threads, batch_size, chunk_lines,
                     profile, device, log, advance, on_total)
     with tempfile.TemporaryDirectory() as tmp:
         head = Path(tmp) / data.name  # the first lines, read from a file as `zen predict --input` reads
@@ -158,13 +158,13 @@ def run(model: Path, data: Path, *, precisions: list[str] | None = None, engines
                 if i >= max_lines:
                     break
                 f.write(text + "\n")
-        report = _run(model, head, precisions, engines, size, rounds, warmup, threads, batch_size, chunk_lines, profile,
+        report = _run(model, head, dtypes, engines, size, rounds, warmup, threads, batch_size, chunk_lines, profile,
                       device, log, advance, on_total)
     report["settings"].update(data=str(data), max_lines=max_lines)
     return report
 
 
-def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[str] | None, size: str | None,
+def _run(model: Path, data: Path, dtypes: list[str] | None, engines: list[str] | None, size: str | None,
          rounds: int, warmup: int, threads: int, batch_size: int | None, chunk_lines: int, profile: bool, device: str,
          log: Callable[[str], None], advance: Callable[[str], None], on_total: Callable[[int], None]
          ) -> dict[str, Any]:
@@ -172,14 +172,14 @@ def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[st
         torch.set_num_threads(threads)
     if rounds < 1 or warmup < 0:
         raise ZenError(f"--rounds/--warmup: expected >= 1 and >= 0, got {rounds} and {warmup}")
-    chosen = list(dict.fromkeys(precisions or PRECISIONS))
-    bad = [p for p in chosen if p not in PRECISIONS]
+    chosen = list(dict.fromkeys(dtypes or DTYPES))
+    bad = [p for p in chosen if p not in DTYPES]
     if bad:
-        raise ZenError(f"--precision: expected a comma-separated list of {', '.join(PRECISIONS)}, got {bad[0]!r}")
+        raise ZenError(f"--dtype: expected a comma-separated list of {', '.join(DTYPES)}, got {bad[0]!r}")
     engines = list(dict.fromkeys(engines or ["torch"]))
-    bad = [e for e in engines if e not in ENGINE_PRECISIONS]
+    bad = [e for e in engines if e not in ENGINE_DTYPES]
     if bad:
-        raise ZenError(f"--engine: expected a comma-separated list of {', '.join(ENGINE_PRECISIONS)}, got {bad[0]!r}")
+        raise ZenError(f"--engine: expected a comma-separated list of {', '.join(ENGINE_DTYPES)}, got {bad[0]!r}")
     if "onnx" in engines and device != "cpu":
         raise ZenError("--engine onnx: runs on the CPU only")
     chars = lines = 0
@@ -192,17 +192,17 @@ def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[st
     if spec is not None:
         base = resized(base, spec)
     with tempfile.TemporaryDirectory() as tmp:
-        onnx = _onnx_models(base, [p for p in chosen if p in ENGINE_PRECISIONS["onnx"] and "onnx" in engines],
+        onnx = _onnx_models(base, [p for p in chosen if p in ENGINE_DTYPES["onnx"] and "onnx" in engines],
                             Path(tmp), threads, log)
-    models = {}  # name → model: a precision for torch (as before engines), "onnx fp32" / "onnx int8"
+    models = {}  # name → model: a dtype for torch (as before engines), "onnx fp32" / "onnx int8"
     if "torch" in engines:
-        models = {p: set_precision(LoadedModel(base.model, base.task, base.inputs, base.spec, base.path), p)
+        models = {p: set_dtype(LoadedModel(base.model, base.task, base.inputs, base.spec, base.path), p)
                   for p in chosen}
     if "onnx" in engines:
         models.update(onnx)
     chosen = list(models)
     if not chosen:
-        raise ZenError("--engine onnx: runs fp32 and int8; give one of them in --precision")
+        raise ZenError("--engine onnx: runs fp32 and int8; give one of them in --dtype")
     by_cpu = (threads == 1) and device == "cpu"
     clock = time.process_time if by_cpu else time.perf_counter
     hooks = {p: EncoderClock(m.model, clock) for p, m in models.items()}
@@ -225,14 +225,14 @@ def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[st
     for p in chosen:
         t = sorted(times[p])[len(times[p]) // 2]
         share = sorted(e / s for e, s in zip(encoder[p], times[p]))[len(times[p]) // 2]
-        engine, _, precision = p.rpartition(" ")
-        rows.append({"engine": engine or "torch", "precision": precision, "seconds": t, "chars_per_s": chars / t,
+        engine, _, dtype = p.rpartition(" ")
+        rows.append({"engine": engine or "torch", "dtype": dtype, "seconds": t, "chars_per_s": chars / t,
                      "lines_per_s": lines / t,
                      "encoder_share": share, "outside_encoder_share": 1 - share})
-    fp32 = next((r for r in rows if r["precision"] == "fp32" and r["engine"] == "torch"), None)
+    fp32 = next((r for r in rows if r["dtype"] == "fp32" and r["engine"] == "torch"), None)
     for row in rows:
         row["speed_vs_fp32"] = fp32["seconds"] / row["seconds"] if fp32 else None
-    log("  ".join(f"{r['engine']} {r['precision']} {r['chars_per_s']:,.0f} chars/s "
+    log("  ".join(f"{r['engine']} {r['dtype']} {r['chars_per_s']:,.0f} chars/s "
                   f"(encoder {100 * r['encoder_share']:.0f}%)" for r in rows))
     phases = {}
     if profile:
@@ -256,16 +256,16 @@ def _run(model: Path, data: Path, precisions: list[str] | None, engines: list[st
 
 
 
-def _onnx_models(base: LoadedModel, precisions: list[str], tmp: Path, threads: int,
+def _onnx_models(base: LoadedModel, dtypes: list[str], tmp: Path, threads: int,
                  log: Callable[[str], None]) -> dict[str, LoadedModel]:
-    """`base` exported to ONNX in `tmp` and loaded into ONNX Runtime per precision (fp32, int8),
-    named "onnx fp32" / "onnx int8"; {} without any such precision."""
-    if not precisions:
+    """`base` exported to ONNX in `tmp` and loaded into ONNX Runtime per dtype (fp32, int8),
+    named "onnx fp32" / "onnx int8"; {} without any such dtype."""
+    if not dtypes:
         return {}
     from zencli.tasks.engine import export_onnx, load_onnx
     from zencli.tasks.model_dir import save_task_model
 
     export_onnx(save_task_model(base.model, base.inputs, base.spec, tmp / "model"), tmp / "onnx",
-                int8="int8" in precisions, say=log)
-    return {f"onnx {p}": load_onnx(tmp / "onnx", precision=p, threads=threads or torch.get_num_threads())
-            for p in precisions}  # ONNX Runtime holds the graph in memory: the folder may go
+                int8="int8" in dtypes, say=log)
+    return {f"onnx {p}": load_onnx(tmp / "onnx", dtype=p, threads=threads or torch.get_num_threads())
+            for p in dtypes}  # ONNX Runtime holds the graph in memory: the folder may go

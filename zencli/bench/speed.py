@@ -99,7 +99,7 @@ def run(*, data: Path | None = None, sizes: list[str] | None = None, quick: bool
 
 
 def summarize(report: dict[str, Any]) -> dict[str, Any]:
-    """The ratios: per size and precision, ZEN 2.0 / BERT and ZEN 1.0 / BERT step time (training) and
+    """The ratios: per size and dtype, ZEN 2.0 / BERT and ZEN 1.0 / BERT step time (training) and
     forward time (inference), tokens/s and % of the GEMM peak per encoder; the matcher's speed-up over
     the naive loop; lexicon chars/s per corpus; the GEMM peak (the larger of start and end)."""
     from zencli.bench.model import judging_clock
@@ -111,7 +111,7 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     for res in model["results"]:
         per: dict[str, Any] = {}
         for row in res["rows"]:
-            enc, prec = row["encoder"], row["precision"]
+            enc, prec = row["encoder"], row["dtype"]
             p = per.setdefault(prec, {"train_tokens_per_s": {}, "infer_tokens_per_s": {}, "train_pct_of_gemm_peak": {}})
             p["train_tokens_per_s"][enc] = row["train"][pre + "tokens_per_s"]
             p["train_pct_of_gemm_peak"][enc] = row["train"][pre + "pct_of_gemm_peak"]

@@ -52,6 +52,12 @@ def _register() -> None:
     app.add_typer(data.app, name="data")
 
 
+def _refuse_renamed_flags() -> None:
+    from zencli.cli.common import refuse_renamed_flags
+
+    refuse_renamed_flags(app)  # `--precision` is `--dtype` now: the old flag is an error naming the new one
+
+
 def _one_line_paragraphs(typer_app: typer.Typer) -> None:
     """Each command's help as its docstring with every paragraph on one line. Rich prints the paragraphs
     after the first with the source's line breaks, which cut sentences in two on a terminal narrower than
@@ -79,6 +85,7 @@ def _no_value_placeholder_on_flags() -> None:
 
 
 _register()
+_refuse_renamed_flags()
 _one_line_paragraphs(app)
 _no_value_placeholder_on_flags()
 

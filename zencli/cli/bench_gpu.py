@@ -38,8 +38,8 @@ def gpu(
     finetune_steps: Optional[int] = typer.Option(None, "--finetune-steps", help="Fine-tuning steps instead of the "
                                                  "recipes' epochs (default: epochs, cut by the budget)."),
     predict_lines: Optional[int] = typer.Option(None, "--predict-lines", help="Lines to predict (default 3000)."),
-    precision: Optional[str] = typer.Option(None, "--precision", help="Pretraining and fine-tuning: auto "
-                                            "(default: bf16 where supported), fp32, bf16 or fp16."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Pretraining and fine-tuning: auto "
+                                        "(default: bf16 where supported), fp32, bf16 or fp16."),
     min_pretrain_ratio: Optional[float] = typer.Option(None, "--min-pretrain-ratio", help="Pass: held-out "
                                                        "masked-char accuracy ≥ this × the unigram baseline's "
                                                        "(default 2)."),
@@ -68,7 +68,7 @@ def gpu(
              "model_batch": model_batch, "model_steps": model_steps, "pretrain_size": pretrain_size,
              "pretrain_batch": pretrain_batch, "pretrain_minutes": pretrain_minutes, "pretrain_steps": pretrain_steps,
              "finetune_minutes": finetune_minutes, "finetune_steps": finetune_steps, "predict_lines": predict_lines,
-             "precision": precision, "min_pretrain_ratio": min_pretrain_ratio, "min_ner_f1": min_ner_f1,
+             "dtype": dtype, "min_pretrain_ratio": min_pretrain_ratio, "min_ner_f1": min_ner_f1,
              "min_cws_f1": min_cws_f1, "threads": threads, "seed": seed, "pretrain_sets": pretrain_set or None,
              "finetune_sets": finetune_set or None}
     settings = replace(TINY if tiny else GPU, **{k: v for k, v in given.items() if v is not None})

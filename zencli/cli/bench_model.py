@@ -22,8 +22,8 @@ def model(
                               help="Comma-separated: tiny (4×256, 2 n-gram layers), small (6×512, 3), base "
                                    "(12×768, 6), or LAYERSxHIDDENxNGRAM_LAYERS (e.g. 2x128x1)."),
     encoders: str = typer.Option("zen2,zen1,bert", "--encoders", help="Encoders to compare (bert = baseline)."),
-    precision: str = typer.Option(None, "--precision",
-                                  help="Comma-separated fp32,bf16 (default: both where bf16 is fast, else fp32)."),
+    dtype: str = typer.Option(None, "--dtype",
+                              help="Comma-separated fp32,bf16 (default: both where bf16 is fast, else fp32)."),
     steps: int = typer.Option(0, "--steps", help="Timed training rounds per size (0: tiny 8, small 4, base 3)."),
     infer_steps: int = typer.Option(0, "--infer-steps", help="Timed inference rounds (0: as --steps)."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed rounds first."),
@@ -52,7 +52,7 @@ def model(
 
     settings = ModelBenchSettings(
         sizes=[parse_size(s) for s in _list(sizes)], encoders=_list(encoders),
-        precisions=_list(precision) if precision is not None else None, dense_opt=dense_adamw, steps=steps,
+        dtypes=_list(dtype) if dtype is not None else None, dense_opt=dense_adamw, steps=steps,
         warmup=warmup, infer_steps=infer_steps, batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
         vocab_size=vocab_size, ngram_rate=ngram_rate, text=text, lexicon=lexicon, curve_steps=curve_steps,
         curve_size=parse_size(curve_size), gemm_size=gemm_size, threads=threads, seed=seed, device=device)
@@ -102,7 +102,7 @@ def print_report(report: dict) -> None:
             t.add_column(c, justify="left" if c == "variant" else "right", no_wrap=True)
         for r in res["rows"]:
             tr = r["train"]
-            cells = [f"{r['encoder']} {r['precision']}", f"{tr[pre + 'tokens_per_s']:,.0f}",
+            cells = [f"{r['encoder']} {r['dtype']}", f"{tr[pre + 'tokens_per_s']:,.0f}",
                      f"{tr[pre + 'step_ms']:.0f}", f"{tr[pre + 'fwd_ms']:.0f}", f"{tr[pre + 'bwd_ms']:.0f}",
                      f"{tr[pre + 'opt_ms']:.0f}", f"{tr[pre + 'opt_over_fwd_bwd']:.2f}",
                      _fmt(r.get(pre + "train_ratio_vs_bert"))]
@@ -119,7 +119,7 @@ def print_report(report: dict) -> None:
         for r in res["rows"]:
             inf = r.get("infer")
             if inf:
-                cells = [f"{r['encoder']} {r['precision']}", f"{inf[pre + 'tokens_per_s']:,.0f}",
+                cells = [f"{r['encoder']} {r['dtype']}", f"{inf[pre + 'tokens_per_s']:,.0f}",
                          f"{inf[pre + 'ms']:.0f}", _fmt(r.get(pre + "infer_ratio_vs_bert"))]
                 cells += [] if clock == "cpu" else [_fmt(r.get("cpu_infer_ratio_vs_bert"))]
                 cells += [f"{inf[pre + 'gflops_per_s']:.0f}", f"{inf[pre + 'pct_of_gemm_peak']:.0f}",
@@ -139,7 +139,7 @@ def print_report(report: dict) -> None:
     kernels = report.get("attention_kernels") or []
     if kernels:
         k = Table(title=f"scaled_dot_product_attention backends for zen's attention shapes ({s['sizes'][-1]['name']}, "
-                        f"{s['precisions'][-1]}, forward+backward ms; n/a: cannot run these shapes)")
+                        f"{s['dtypes'][-1]}, forward+backward ms; n/a: cannot run these shapes)")
         backends = list(dict.fromkeys(r["backend"] for r in kernels))
         k.add_column("attention", justify="left")
         for b in backends:
@@ -154,7 +154,7 @@ def print_report(report: dict) -> None:
         marks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
         c = Table(title=f"bf16 vs fp32 training: {curve['size']} ZEN 2.0, {n} steps, lr {curve['lr']}, same seed "
                         f"and batches (loss at step)")
-        c.add_column("precision", justify="left")
+        c.add_column("dtype", justify="left")
         for i in marks:
             c.add_column(str(i + 1), justify="right")
         c.add_column(f"mean last {curve['final_window']}", justify="right")

@@ -76,21 +76,21 @@ def print_report(report: dict) -> None:
                   f"batch {ms['batch']} × seq {ms['seq_len']}")
 
     t = Table(title="models: tokens/s (training step incl. optimizer; inference = encoder forward)")
-    for c in ("size", "encoder", "precision", "train tok/s", "× BERT time", "infer tok/s", "× BERT time ",
+    for c in ("size", "encoder", "dtype", "train tok/s", "× BERT time", "infer tok/s", "× BERT time ",
               "% GEMM peak"):
-        t.add_column(c, justify="left" if c in ("size", "encoder", "precision") else "right", no_wrap=True)
+        t.add_column(c, justify="left" if c in ("size", "encoder", "dtype") else "right", no_wrap=True)
     for res in report["model"]["results"]:
         for r in res["rows"]:
             inf = r.get("infer") or {}
-            t.add_row(res["size"], r["encoder"], r["precision"], f"{r['train'][pre + 'tokens_per_s']:,.0f}",
+            t.add_row(res["size"], r["encoder"], r["dtype"], f"{r['train'][pre + 'tokens_per_s']:,.0f}",
                       _x(r.get(pre + "train_ratio_vs_bert")),
                       f"{inf[pre + 'tokens_per_s']:,.0f}" if inf else "", _x(r.get(pre + "infer_ratio_vs_bert")),
                       f"{r['train'][pre + 'pct_of_gemm_peak']:.0f}")
     _say(t)
 
     g = Table(title=f"GEMM peak (torch.matmul {ms['gemm_size']}², GFLOP/s)")
-    for c in ("precision", "start", "end"):
-        g.add_column(c, justify="left" if c == "precision" else "right")
+    for c in ("dtype", "start", "end"):
+        g.add_column(c, justify="left" if c == "dtype" else "right")
     for p, v in report["model"]["gemm_peak_gflops"].items():
         g.add_row(p, f"{v['start']:,.0f}", f"{v['end']:,.0f}")
     _say(g)

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from zencli.atomic_write import atomic_write_text
+from zencli.errors import ZenError
 from zencli.jobs.workspace import DEFAULT_WORKDIR, ENV_WORKDIR
 from zencli.progress import make_progress
 from zencli.text.reading import text_decoding
@@ -25,11 +26,56 @@ OVERRIDES = typer.Option([], "--set", "-s", help="Override a recipe key: --set a
 WORKDIR_OPTION = typer.Option(
     None, "--workdir", "-w", show_default=False,
     help=f"Workspace the default pipeline reads and writes (default: ${ENV_WORKDIR}, else ./{DEFAULT_WORKDIR}).")
-PRECISION_OPTION = typer.Option(
-    "auto", "--precision",
-    help="Precision the model runs in: auto (bf16 on CUDA and on CPUs with bf16 instructions, else fp32; says "
-    "which), fp32, bf16 (autocast) or int8 (linear layers quantized on the fly; CPU only). The model's files "
-    "never change; docs/results.md gives the scores each loses.")
+DTYPE_OPTION = typer.Option(
+    "auto", "--dtype",
+    help="The compute dtype the model runs in: auto (bf16 on CUDA and on CPUs with bf16 instructions, else fp32; "
+    "says which), fp32, bf16 (autocast) or int8 (linear layers quantized on the fly; CPU only). The model's "
+    "files never change; docs/results.md gives the scores each loses.")
+
+# Flags renamed since: old → new. A command that takes the new flag refuses the old one in one line naming the
+# new one (`refuse_renamed_flags`), rather than Click's "No such option". `--precision` also names P in P/R/F.
+RENAMED_FLAGS = {"--precision": "--dtype"}
+
+
+def _declares(command: Callable[..., Any], flag: str) -> bool:
+    return any(flag in (getattr(p.default, "param_decls", None) or ())
+               for p in inspect.signature(command).parameters.values())
+
+
+def refuse_renamed(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`command` with a hidden option for each old flag in RENAMED_FLAGS whose new name it takes: given, it is a
+    ZenError `--precision was renamed: use --dtype`."""
+    renamed = {old: new for old, new in RENAMED_FLAGS.items() if _declares(command, new)}
+    if not renamed:
+        return command
+    signature = inspect.signature(command)
+
+    def refuse(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+        if value is not None and not ctx.resilient_parsing:
+            old = param.opts[0]
+            raise ZenError(f"{old} was renamed: use {renamed[old]}")
+        return value
+
+    options = [inspect.Parameter(f"renamed_{old.lstrip('-').replace('-', '_')}", inspect.Parameter.KEYWORD_ONLY,
+                                 default=typer.Option(None, old, hidden=True, callback=refuse),
+                                 annotation=str) for old in renamed]
+    names = {o.name for o in options}
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return command(*args, **{k: v for k, v in kwargs.items() if k not in names})
+
+    run.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *options])  # type: ignore[attr-defined]
+    run.__annotations__ = {**command.__annotations__, **{o.name: "str" for o in options}}
+    return run
+
+
+def refuse_renamed_flags(typer_app: typer.Typer) -> None:
+    """`refuse_renamed` on every command of `typer_app` and its groups."""
+    for info in typer_app.registered_commands:
+        info.callback = refuse_renamed(info.callback)
+    for group in typer_app.registered_groups:
+        refuse_renamed_flags(group.typer_instance)
 
 
 ENCODING_ERRORS_HELP = ("Invalid UTF-8 in the text read: strict (an error naming the file, line and byte) or replace "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from zencli.atomic_write import atomic_write_text
-from zencli.cli.common import PRECISION_OPTION, console, err_console
+from zencli.cli.common import DTYPE_OPTION, console, err_console
 from zencli.errors import ZenError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def evaluate(
         None, "--batch-size", "-b", help="MODEL: inputs per forward pass (default: the model's eval_batch_size)."
     ),
     device: str = typer.Option("auto", "--device", help="MODEL: auto, cpu or cuda."),
-    precision: str = PRECISION_OPTION,
+    dtype: str = DTYPE_OPTION,
     metric: Optional[str] = typer.Option(
         None, "--metric", help="mrc: cmrc2018 (the CMRC 2018 script) or squad (SQuAD v1.1's, for Arabic-SQuAD / "
         "ARCD); default: the model's task.metric, else cmrc2018."
@@ -72,10 +72,10 @@ def evaluate(
         if train_words is not None or pred_format is not None:
             flag = "--train-words" if train_words is not None else "--pred-format"
             raise ZenError(f"{flag} goes with --gold/--pred; MODEL --data FILE scores the model's own predictions")
-        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device, precision, metric)
+        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device, dtype, metric)
     else:
-        if precision != "auto":
-            raise ZenError("--precision goes with MODEL --data FILE; --gold/--pred scores predictions already made")
+        if dtype != "auto":
+            raise ZenError("--dtype goes with MODEL --data FILE; --gold/--pred scores predictions already made")
         evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format, metric)
     report = evaluation.to_dict()
     if json_out == "-":
@@ -99,7 +99,7 @@ def _check_metric(metric: Optional[str], task: str) -> None:
 
 
 def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold: Optional[Path],
-                    pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str, precision: str,
+                    pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str, dtype: str,
                     metric: Optional[str]) -> Evaluation:
     from zencli.tasks.inference import load_for_inference
     from zencli.tasks.predict import evaluate_model
@@ -114,7 +114,7 @@ def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold:
                        f"model/ folder), or `zen evaluate --task T --gold GOLD --pred PRED` to score a prediction file")
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
-    loaded = load_for_inference(model, device=device, precision=precision,
+    loaded = load_for_inference(model, device=device, dtype=dtype,
                                 say=lambda text: err_console.print(text, highlight=False, soft_wrap=True))
     if task is not None and task != loaded.task.name:
         raise ZenError(f"--task {task}: {loaded.path} is a {loaded.task.name} model; omit --task or give "
@@ -154,7 +154,7 @@ def print_evaluation(evaluation: Evaluation) -> None:
     e = evaluation
     console.print(
         f"[bold]{e.task}[/bold]  gold {_esc(e.gold)} ({e.gold_format})  prediction {_esc(e.prediction)} "
-        f"({e.prediction_format}{', ' + e.inference_precision if e.inference_precision else ''})"
+        f"({e.prediction_format}{', ' + e.inference_dtype if e.inference_dtype else ''})"
     )
     for table in rich_tables(e.result):
         console.print(table)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, err_console
+from zencli.cli.common import DTYPE_OPTION, WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
 from zencli.jobs.workspace import Workspace
 
@@ -53,9 +53,9 @@ def predict(
     chunk_lines: Optional[int] = typer.Option(None, "--chunk-lines", help="Lines read, predicted and written at a "
                                               "time (default 256; 1 when reading a terminal)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
-    precision: str = PRECISION_OPTION,
+    dtype: str = DTYPE_OPTION,
     engine: str = typer.Option("torch", "--engine", help="torch (MODEL: a model directory) or onnx (MODEL: the "
-                               "folder of `zen model export --format onnx`; fp32, or --precision int8)."),
+                               "folder of `zen model export --format onnx`; fp32, or --dtype int8)."),
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
@@ -72,9 +72,9 @@ def predict(
 
         if device == "cuda":
             raise ZenError("--device cuda: the onnx engine runs on the CPU")
-        loaded = load_onnx(path, precision=precision, say=_say)
+        loaded = load_onnx(path, dtype=dtype, say=_say)
     elif engine == "torch":
-        loaded = load_for_inference(path, device=device, precision=precision, say=_say)
+        loaded = load_for_inference(path, device=device, dtype=dtype, say=_say)
     else:
         raise ZenError(f"--engine: expected torch or onnx, got {engine!r}")
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 
 from zencli import formatting as fmt
-from zencli.cli.common import PRECISION_OPTION, WORKDIR_OPTION, console, err_console
+from zencli.cli.common import DTYPE_OPTION, WORKDIR_OPTION, console, err_console
 from zencli.jobs.quickstart import Display, Step
 from zencli.jobs.workspace import QUICKSTART_MINUTES, Workspace
 
@@ -26,7 +26,7 @@ def quickstart(
     finetune_set: list[str] = typer.Option([], "--finetune-set", help="KEY=VALUE for the fine-tuning step, as "
                                            "`zen finetune --set` (repeatable), e.g. epochs=5."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No training progress display."),
-    precision: str = PRECISION_OPTION,
+    dtype: str = DTYPE_OPTION,
 ) -> None:
     """PD98 → lexicon → tiny ZEN 2.0 pretraining → NER fine-tuning → test P/R/F → prediction, in --minutes.
 
@@ -44,7 +44,7 @@ def quickstart(
                       finetune_announce=_announce(finetune_job.expected_duration), finetune_report=finetune.report,
                       evaluation=evaluate.print_evaluation)
     steps, summary = run_quickstart(ws, minutes, pretrain_sets=list(pretrain_set), finetune_sets=list(finetune_set),
-                                    quiet=quiet, display=display, precision=precision)
+                                    quiet=quiet, display=display, dtype=dtype)
     _print_summary(ws, steps, summary)
 
 

@@ -1,9 +1,10 @@
 """Recipes as data: YAML → typed dataclasses, with errors that name the key.
 
 A recipe is a YAML mapping whose shape is a dataclass (nested dataclasses for sections). Loading checks
-every key against the dataclass: an unknown key names the closest valid one, a wrong type names the
-expected type, a missing required field is reported by its full path. `--set a.b=value` overrides are
-parsed as YAML scalars and applied before validation, so they are checked the same way.
+every key against the dataclass: an unknown key names the closest valid one, a renamed one (a class's
+`RENAMED`: old → new name) its new name, a wrong type names the expected type, a missing required field is
+reported by its full path. `--set a.b=value` overrides are parsed as YAML scalars and applied before
+validation, so they are checked the same way.
 """
 
 from __future__ import annotations
@@ -115,7 +116,10 @@ def from_dict(cls: type[T], data: dict[str, Any], *, source: str = "recipe", pre
         raise ZenError(f"{source}: {prefix.rstrip('.') or 'top level'}: expected a mapping, got {data!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    renamed = getattr(cls, "RENAMED", {})
     for k in data:
+        if k in renamed and k not in fields:  # an old name is neither read nor ignored
+            raise ZenError(f"{source}: recipe key {prefix}{k} was renamed: use {prefix}{renamed[k]}")
         if k not in fields:
             hint = did_you_mean(str(k), fields, prefix)
             valid = ", ".join(fields)

@@ -72,17 +72,17 @@ class Display:
 
 
 def run_quickstart(ws: Workspace, minutes: float, *, pretrain_sets: list[str], finetune_sets: list[str],
-                   quiet: bool, display: Display, precision: str = "auto") -> tuple[list[Step], dict[str, Any]]:
+                   quiet: bool, display: Display, dtype: str = "auto") -> tuple[list[Step], dict[str, Any]]:
     """Run (or skip, when finished) the six steps on `ws` within `minutes`; write WORK/quickstart.json and
-    return the steps with the summary it holds. `precision` (auto|fp32|bf16|int8) is what the fine-tuned
-    model is scored and run in: its dev evaluations (train.eval_precision), the test scoring, the prediction."""
+    return the steps with the summary it holds. `dtype` (auto|fp32|bf16|int8) is what the fine-tuned
+    model is scored and run in: its dev evaluations (train.eval_dtype), the test scoring, the prediction."""
     if not minutes > 0:
         raise ZenError(f"--minutes: expected a number of minutes > 0, got {minutes:g}")
-    chosen = _precision(precision, display)
+    chosen = _dtype(dtype, display)
     plan = budget(minutes)
     previous = _previous_steps(ws)
     ws.root.mkdir(parents=True, exist_ok=True)
-    summary: dict[str, Any] = {"workdir": str(ws.root), "budget": plan, "precision": chosen}
+    summary: dict[str, Any] = {"workdir": str(ws.root), "budget": plan, "dtype": chosen}
     steps: list[Step] = []
     t_start = time.perf_counter()
     out = display.out
@@ -106,16 +106,16 @@ def run_quickstart(ws: Workspace, minutes: float, *, pretrain_sets: list[str], f
     pre_cmd = ws.command(f"pretrain --max-minutes {plan['pretrain_minutes']:g}")
     run("pretrain", pre_cmd + _sets(pretrain_sets),
         lambda s: _pretrain(s, ws, plan, pretrain_sets, quiet, summary, display))
-    ft_sets = ([f"train.eval_precision={precision}"] if precision != "auto" else []) + finetune_sets
+    ft_sets = ([f"train.eval_dtype={dtype}"] if dtype != "auto" else []) + finetune_sets
     ft_cmd = ws.command(f"finetune --task {TASK} --max-minutes {plan['finetune_minutes']:g} --set data.test=null")
     run("finetune", ft_cmd + _sets(ft_sets),
         lambda s: _finetune(s, ws, plan, ft_sets, quiet, summary, display))
     test = Path(summary["data"]["test"])
-    option = f" --precision {precision}" if precision != "auto" else ""
+    option = f" --dtype {dtype}" if dtype != "auto" else ""
     run("evaluate", f"zen evaluate {ws.finetuned_model(TASK)} --data {test}{option}",
-        lambda s: _evaluate(s, ws, test, precision, chosen, summary, display))
+        lambda s: _evaluate(s, ws, test, dtype, chosen, summary, display))
     run("predict", ws.command(f"predict{option} < {ws.quickstart_dir / 'sentences.txt'}"),
-        lambda s: _predict(s, ws, precision, summary, display))
+        lambda s: _predict(s, ws, dtype, summary, display))
 
     summary["steps"] = [asdict(s) for s in steps]
     summary["seconds"] = round(time.perf_counter() - t_start, 3)
@@ -125,15 +125,15 @@ def run_quickstart(ws: Workspace, minutes: float, *, pretrain_sets: list[str], f
     return steps, summary
 
 
-def _precision(requested: str, display: Display) -> str:
-    """The precision `requested` resolves to on the device the steps use (checked before anything runs);
+def _dtype(requested: str, display: Display) -> str:
+    """The dtype `requested` resolves to on the device the steps use (checked before anything runs);
     `auto` says what it picked."""
     from zencli.tasks.inference import resolve_device
-    from zencli.train.precision import describe_inference_precision, resolve_inference_precision
+    from zencli.train.dtype import describe_inference_dtype, resolve_inference_dtype
 
-    chosen, why = resolve_inference_precision(requested, resolve_device("auto"), key="--precision")
+    chosen, why = resolve_inference_dtype(requested, resolve_device("auto"), key="--dtype")
     if requested == "auto":
-        display.err.print(describe_inference_precision(requested, chosen, why), highlight=False)
+        display.err.print(describe_inference_dtype(requested, chosen, why), highlight=False)
     return chosen
 
 
@@ -248,15 +248,15 @@ def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
     step.outputs = [str(model)]
 
 
-def _evaluate(step: Step, ws: Workspace, test: Path, precision: str, chosen: str, summary: dict,
+def _evaluate(step: Step, ws: Workspace, test: Path, dtype: str, chosen: str, summary: dict,
               display: Display) -> None:
     from zencli.atomic_write import atomic_write_text
 
     model = ws.finetuned_model(TASK)
     scores_path = model / "test_scores.json"
     earlier = _read_json(scores_path) if scores_path.is_file() else None
-    # scores from before the precision setting were fp32 ones
-    if (earlier is not None and earlier.get("inference_precision", "fp32") == chosen
+    # scores from before the dtype setting were fp32 ones; until its rename the key was inference_precision
+    if (earlier is not None and earlier.get("inference_dtype", earlier.get("inference_precision", "fp32")) == chosen
             and scores_path.stat().st_mtime_ns >= (model / "task.json").stat().st_mtime_ns):
         step.status = "skipped"
         report = earlier
@@ -265,7 +265,7 @@ def _evaluate(step: Step, ws: Workspace, test: Path, precision: str, chosen: str
         from zencli.tasks.inference import load_for_inference
         from zencli.tasks.predict import evaluate_model
 
-        evaluation = evaluate_model(load_for_inference(model, precision=precision), test)
+        evaluation = evaluate_model(load_for_inference(model, dtype=dtype), test)
         display.evaluation(evaluation)
         report = {**evaluation.to_dict(), "model": str(model)}
         atomic_write_text(scores_path, json.dumps(report, ensure_ascii=False, indent=2) + "\n")
@@ -276,7 +276,7 @@ def _evaluate(step: Step, ws: Workspace, test: Path, precision: str, chosen: str
     step.outputs = [str(scores_path)]
 
 
-def _predict(step: Step, ws: Workspace, precision: str, summary: dict, display: Display) -> None:
+def _predict(step: Step, ws: Workspace, dtype: str, summary: dict, display: Display) -> None:
     from rich.markup import escape
 
     from zencli.atomic_write import atomic_write_text
@@ -286,7 +286,7 @@ def _predict(step: Step, ws: Workspace, precision: str, summary: dict, display: 
     ws.quickstart_dir.mkdir(parents=True, exist_ok=True)
     source = ws.quickstart_dir / "sentences.txt"
     atomic_write_text(source, "".join(s + "\n" for s in SENTENCES))
-    loaded = load_for_inference(ws.finetuned_model(TASK), precision=precision)
+    loaded = load_for_inference(ws.finetuned_model(TASK), dtype=dtype)
     lines = [line for chunk in predict_chunks(loaded, enumerate(SENTENCES, 1)) for line in chunk]
     target = ws.quickstart_dir / "predictions.txt"
     atomic_write_text(target, "".join(line + "\n" for line in lines))
@@ -294,7 +294,7 @@ def _predict(step: Step, ws: Workspace, precision: str, summary: dict, display: 
         display.out.print(escape(line), highlight=False)
     summary["predictions"] = [{"text": s, "prediction": p} for s, p in zip(SENTENCES, lines)]
     if ws.latest_finetuned() != ws.finetuned_model(TASK):  # another task was fine-tuned later: name the model
-        option = f" --precision {precision}" if precision != "auto" else ""
+        option = f" --dtype {dtype}" if dtype != "auto" else ""
         step.command = f"zen predict {ws.finetuned_model(TASK)}{option} < {source}"
     step.result = f"{len(lines)} sentences, entities marked [text]/TYPE"
     step.outputs = [str(source), str(target)]

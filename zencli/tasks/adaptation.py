@@ -171,7 +171,7 @@ def pretrain_config(cfg: FinetuneConfig, corpora: Sequence[Path], start: Path, o
                    layout="auto", workers=1)
     s = cfg.train
     train = replace(base.train, output_dir=out, max_minutes=cfg.adapt.minutes, max_steps=100_000, warmup_steps=100,
-                    seed=s.seed, num_threads=s.num_threads, device=s.device, precision=s.precision,
+                    seed=s.seed, num_threads=s.num_threads, device=s.device, dtype=s.dtype,
                     tensorboard=s.tensorboard, eval_every=0, save_every=200, overwrite=False)
     return replace(base, data=data, masking=replace(base.masking, scheme="ngram"),
                    init=replace(base.init, pretrained=start), train=train)

@@ -217,7 +217,7 @@ def is_onnx_export(path: str | Path) -> bool:
     return (Path(path) / ONNX_CONFIG).is_file()
 
 
-def load_onnx(path: str | Path, *, precision: str = "auto", threads: int | None = None,
+def load_onnx(path: str | Path, *, dtype: str = "auto", threads: int | None = None,
               say: Callable[[str], None] | None = None) -> LoadedModel:
     """An ONNX export folder loaded into ONNX Runtime: fp32 (auto) or int8; `threads`: intra-op
     threads (default torch's, so both engines use the same)."""
@@ -234,24 +234,24 @@ def load_onnx(path: str | Path, *, precision: str = "auto", threads: int | None 
     if config.get("version") != ONNX_VERSION:
         raise ZenError(f"{d / ONNX_CONFIG}: version {config.get('version')!r} is not supported "
                        f"(expected {ONNX_VERSION})")
-    dtype = "fp32" if precision == "auto" else precision
+    chosen = "fp32" if dtype == "auto" else dtype
     files = config.get("files", {})
-    if dtype not in FILES:
-        raise ZenError(f"--precision {precision}: the onnx engine runs fp32 or int8")
-    if dtype not in files:
-        raise ZenError(f"{d}: no {dtype} model in this export (it has {', '.join(files)})")
+    if chosen not in FILES:
+        raise ZenError(f"--dtype {chosen}: the onnx engine runs fp32 or int8")
+    if chosen not in files:
+        raise ZenError(f"{d}: no {chosen} model in this export (it has {', '.join(files)})")
     loaded = _task_side(d, int(config["head_input_size"]))
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or torch.get_num_threads()
     options.inter_op_num_threads = 1
-    runtime = ort.InferenceSession(str(d / files[dtype]), options, providers=["CPUExecutionProvider"])
+    runtime = ort.InferenceSession(str(d / files[chosen]), options, providers=["CPUExecutionProvider"])
     names = tuple(i.name for i in runtime.get_inputs())
     if set(names) - set(config["inputs"]):
-        raise ZenError(f"{d / files[dtype]}: inputs {', '.join(names)} differ from {ONNX_CONFIG}'s")
+        raise ZenError(f"{d / files[chosen]}: inputs {', '.join(names)} differ from {ONNX_CONFIG}'s")
     loaded.model = OnnxTaskModel(runtime, names, tuple(config["outputs"]), loaded.model)
-    loaded.precision = dtype
-    if say is not None and precision == "auto":
-        say(f"onnx engine: {dtype} ({files[dtype]})")
+    loaded.dtype = chosen
+    if say is not None and dtype == "auto":
+        say(f"onnx engine: {chosen} ({files[chosen]})")
     return loaded
 
 

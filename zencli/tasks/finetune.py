@@ -38,7 +38,7 @@ from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
 from zencli.tasks.base import Task, task_class
-from zencli.tasks.inference import set_precision
+from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, save_task_model
 from zencli.tasks.network_build import build_task_model
 from zencli.tasks.predict import predict_examples
@@ -299,15 +299,14 @@ def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_s
     save_task_model(model, inputs, spec, model_dir)
     atomic_write_text(out / "recipe.yaml", _yaml(cfg))
     model.eval()
-    # scored as `zen evaluate --precision train.eval_precision` would score the exported model
-    loaded = set_precision(LoadedModel(model, task, inputs, spec, model_dir), s.eval_precision,
-                           key="train.eval_precision")
+    # scored as `zen evaluate --dtype train.eval_dtype` would score the exported model
+    loaded = set_dtype(LoadedModel(model, task, inputs, spec, model_dir), s.eval_dtype, key="train.eval_dtype")
     for name, gold in (("dev", splits.dev), ("test", splits.test)):
         if gold is None:
             continue
         evaluation = task.evaluate(gold, predict_examples(loaded, gold.examples), name=f"{model_dir}",
                                    train=splits.train)
-        evaluation.inference_precision = loaded.precision
+        evaluation.inference_dtype = loaded.dtype
         report = scores_json(evaluation, task, gold, step=chosen, model_dir=model_dir)
         atomic_write_text(model_dir / f"{name}_scores.json", json.dumps(report, ensure_ascii=False, indent=2) + "\n")
         setattr(final, name, evaluation)

@@ -71,15 +71,15 @@ class ModelSpec:
 
 @dataclass
 class LoadedModel:
-    """A task model ready to predict: module (eval mode), task, inputs, spec, directory, and the precision
-    its forward runs in (fp32, bf16 or int8: zencli.tasks.inference.set_precision)."""
+    """A task model ready to predict: module (eval mode), task, inputs, spec, directory, and the dtype
+    its forward runs in (fp32, bf16 or int8: zencli.tasks.inference.set_dtype)."""
 
     model: TaskModel
     task: Task
     inputs: InputPipeline
     spec: ModelSpec
     path: Path
-    precision: str = "fp32"
+    dtype: str = "fp32"
 
 
 def save_task_model(model: TaskModel, inputs: InputPipeline, spec: ModelSpec, directory: str | Path) -> Path:

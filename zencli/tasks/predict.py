@@ -26,7 +26,7 @@ from zencli.errors import ZenError
 from zencli.tasks.model_dir import LoadedModel, load_task_model
 from zencli.tasks.scoring import Evaluation
 from zencli.text.reading import decode_lines
-from zencli.train.precision import inference_autocast
+from zencli.train.dtype import inference_autocast
 
 STDIN = "<stdin>"
 
@@ -38,8 +38,8 @@ def read_stream(stream: IO[bytes] | IO[str], name: str = STDIN) -> Iterator[tupl
 
 
 def predict_examples(loaded: LoadedModel, examples: list[Any], batch_size: int | None = None) -> list[Any]:
-    """One prediction per example (the task's prediction type), in order, in the model's precision."""
-    with torch.no_grad(), inference_autocast(loaded.precision, loaded.model.device):
+    """One prediction per example (the task's prediction type), in order, in the model's dtype."""
+    with torch.no_grad(), inference_autocast(loaded.dtype, loaded.model.device):
         return loaded.task.predict(loaded.model, loaded.inputs, examples, batch_size)
 
 
@@ -115,5 +115,5 @@ def evaluate_model(model: str | Path | LoadedModel, data: str | Path, fmt: str =
     loaded = model if isinstance(model, LoadedModel) else load_task_model(model)
     gold, predictions = predict_file(loaded, data, fmt, batch_size)
     evaluation = loaded.task.evaluate(gold, predictions, name=str(loaded.path))
-    evaluation.inference_precision = loaded.precision
+    evaluation.inference_dtype = loaded.dtype
     return evaluation

@@ -110,8 +110,8 @@ class Evaluation:
     train_words: str | None = None
     unseen_labels: dict[str, int] = field(default_factory=dict)  # predicted labels outside the known set
     notes: list[str] = field(default_factory=list)
-    # a model's predictions: the precision it ran in (fp32, bf16, int8); not `precision`, which NER's P/R/F use
-    inference_precision: str | None = None
+    # a model's predictions: the compute dtype it ran in (fp32, bf16, int8)
+    inference_dtype: str | None = None
 
     @property
     def main_score(self) -> float:
@@ -128,8 +128,8 @@ class Evaluation:
             "gold_format": self.gold_format,
             "prediction_format": self.prediction_format,
         }
-        if self.inference_precision is not None:
-            out["inference_precision"] = self.inference_precision
+        if self.inference_dtype is not None:
+            out["inference_dtype"] = self.inference_dtype
         if self.train_words is not None:
             out["train_words_file"] = self.train_words
         out["main_score"] = self.main_score

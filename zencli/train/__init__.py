@@ -21,7 +21,7 @@ _EXPORTS = {
     "seed_everything": "zencli.train.checkpoint",
     "load_checkpoint": "zencli.train.checkpoint",
     "launch_local": "zencli.train.distributed",
-    "resolve_precision": "zencli.train.precision",
+    "resolve_dtype": "zencli.train.dtype",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -36,6 +36,7 @@ import torch
 from zencli.atomic_write import atomic_write
 from zencli.errors import WriteError, ZenError
 from zencli.model.names import zen_state
+from zencli.train.settings import TrainSettings
 
 FORMAT = "zen-train-checkpoint/1"
 _STEP_RE = re.compile(r"^step-(\d{8,})\.pt$")
@@ -82,19 +83,20 @@ def load_checkpoint(path: Path) -> dict:
         raise ZenError(f"{path}: not a readable zen training checkpoint ({type(e).__name__}: {reason})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ZenError(f"{path}: not a zen training checkpoint (expected format {FORMAT})")
-    return _with_zen_names(state)
+    return _with_current_names(state)
 
 
-def _with_zen_names(state: dict) -> dict:
+def _with_current_names(state: dict) -> dict:
     """A checkpoint written before zen's own module names holds the released ones (`zencli.model.names`):
-    its weights, its average and its fingerprint are renamed, so it loads and resumes as it was. The
-    optimizer state is by position, and the parameters kept their order."""
+    its weights, its average and its fingerprint are renamed, so it loads and resumes as it was (so is a
+    fingerprint recorded before a settings key's rename: `with_current_names`). The optimizer state is by
+    position, and the parameters kept their order."""
     for key in ("model", "ema"):
         if isinstance(state.get(key), dict):
             state[key] = zen_state(state[key])
     if isinstance(state.get("fingerprint_values"), dict):
-        state["fingerprint"], state["fingerprint_values"] = with_zen_names(state["fingerprint"],
-                                                                           state["fingerprint_values"])
+        state["fingerprint"], state["fingerprint_values"] = with_current_names(state["fingerprint"],
+                                                                               state["fingerprint_values"])
     return state
 
 
@@ -157,16 +159,21 @@ def fingerprint(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def with_zen_names(fp: str, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(fingerprint, values) of a run recorded before zen's own module names, as the same run records them
-    now: its parameter names renamed and the hash taken again. A run recorded since comes back as it is."""
-    params = values.get("parameters") if isinstance(values, dict) else None
-    if not isinstance(params, dict):
+def with_current_names(fp: str, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(fingerprint, values) of a run recorded under older names, as the same run records them now: the
+    parameter names before zen's own module names (`zencli.model.names`) and the settings keys renamed since
+    (`TrainSettings.RENAMED`: `precision` is `dtype`) under today's names, and the hash taken again. A run
+    recorded since comes back as it is."""
+    if not isinstance(values, dict):
         return fp, values
-    renamed = zen_state(params)
-    if list(renamed) == list(params):
+    keys = {old: new for old, new in TrainSettings.RENAMED.items() if old in values and new not in values}
+    params = values.get("parameters")
+    zen_params = zen_state(params) if isinstance(params, dict) else None
+    if not keys and (zen_params is None or list(zen_params) == list(params)):
         return fp, values
-    values = {**values, "parameters": renamed}
+    values = {keys.get(k, k): v for k, v in values.items()}
+    if zen_params is not None:
+        values["parameters"] = zen_params
     return fingerprint(values), values
 
 

@@ -16,7 +16,7 @@ One loop for every job, so pretraining and fine-tuning share its guarantees: `ba
 × grad_accum × micro-batch); a resumed run continues exactly where the checkpoint left off (model, optimizer,
 RNG states, data position); evaluation runs on rank 0 and can keep the best weights or stop early; a
 wall-clock budget (`max_minutes`) fits the step count and keeps fitting it; and steps that neither log,
-evaluate nor save make no host sync of their own. Evaluations run in `settings.eval_precision`. SIGTERM /
+evaluate nor save make no host sync of their own. Evaluations run in `settings.eval_dtype`. SIGTERM /
 SIGINT finish the step, save a checkpoint and stop (zencli.signals).
 
 The loop's parts: step.py (one optimizer step: optimizers, scaler, EMA), schedule.py (`StepPlan`: steps,
@@ -56,10 +56,10 @@ from zencli.train.checkpoint import (
     set_rng_state,
 )
 from zencli.train.data import ResumableBatches, prefetch
+from zencli.train.dtype import inference_autocast, inference_model, resolve_inference_dtype
 from zencli.train.early_stopping import BestEvaluation
 from zencli.train.lock import RunLock
 from zencli.train.optim import describe_optimizers, unmark_sparse_embeddings
-from zencli.train.precision import inference_autocast, inference_model, resolve_inference_precision
 from zencli.train.progress import BaselineCheck, BaselineWatch, Callback, RunLog
 from zencli.train.run_dir import checkpoint_to_resume, prepare_output_dir, refuse_another_run
 from zencli.train.schedule import StepPlan
@@ -78,7 +78,7 @@ class TrainResult:
     step: int  # optimizer steps done in total (max_steps unless stopped early)
     start_step: int  # step this invocation started from (> 0 when resumed)
     last: dict[str, Any]  # the last train record written to metrics.jsonl
-    precision: str
+    dtype: str
     world_size: int
     output_dir: Path
     checkpoint: Path | None  # newest training checkpoint
@@ -148,8 +148,7 @@ class _Trainer:
         model.to(ctx.device)
         model.train()
         self.opt = Optimization(model, s, ctx, lr_scales)
-        self.eval_precision, _ = resolve_inference_precision(s.eval_precision, ctx.device,
-                                                             key="train.eval_precision")
+        self.eval_dtype, _ = resolve_inference_dtype(s.eval_dtype, ctx.device, key="train.eval_dtype")
         self.plan = StepPlan(s, epoch_steps)
         self.budget = TimeBudget(s.max_minutes, s.max_steps, ctx) if s.max_minutes else None
         self.best = BestEvaluation(s.best_metric, s.best_mode, s.patience)  # in checkpoints
@@ -157,7 +156,7 @@ class _Trainer:
         self.data.configure(micro_batch_size=s.micro_batch_size(ctx.world_size), rank=ctx.rank,
                             world_size=ctx.world_size)
         self.files = _RunFiles(Path(s.output_dir), {
-            **s.fingerprint_fields(), "precision": self.opt.precision,
+            **s.fingerprint_fields(), "dtype": self.opt.dtype,
             "parameters": {n: list(p.shape) for n, p in model.named_parameters()}, "extra": fingerprint_extra})
         self.vote: D.StopVote | None = None  # while running
         self.checked_step = 0  # the gradient norms of the steps up to this one were finite
@@ -173,7 +172,7 @@ class _Trainer:
         D.barrier(self.ctx)  # every process has read what it needs before rank 0 changes the directory
         if self.ctx.is_main:
             run = {"fingerprint": f.fp, "fingerprint_values": f.fp_values, "settings": to_dict(s),
-                   "precision": self.opt.precision, "world_size": self.ctx.world_size, "torch": torch.__version__}
+                   "dtype": self.opt.dtype, "world_size": self.ctx.world_size, "torch": torch.__version__}
             prepare_output_dir(f.out, f.ckdir, overwrite=s.overwrite,
                                resumed_step=state["step"] if state else 0, run=run)
         D.barrier(self.ctx)
@@ -292,7 +291,7 @@ class _Trainer:
                          f"{best.patience_steps(self.plan.total_steps):,} steps (patience {self.s.patience:g} of "
                          f"{self.plan.total_steps:,} planned; best {best.best_value} at step {best.best_step})")
         return TrainResult(step=step, start_step=start_step, last=self.log.last_record,
-                           precision=self.opt.precision, world_size=ctx.world_size, output_dir=self.files.out,
+                           dtype=self.opt.dtype, world_size=ctx.world_size, output_dir=self.files.out,
                            checkpoint=self.files.last_checkpoint or self.files.ckdir.latest(),
                            best_step=best.best_step, best_value=best.best_value, best_metrics=best.best_metrics,
                            stopped_early=best.stopped_early, elapsed_s=time.perf_counter() - t0,
@@ -336,8 +335,8 @@ class _Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         tables = ", ".join(f"{n} {tuple(p.shape)}" for n, p in zip(opt.sparse_names, opt.sparse_params))
         where = f"resuming from step {start_step}" if start_step else "starting"
-        evals = f" (evaluations {self.eval_precision})" if self.eval_fn is not None else ""
-        return (f"train: {where} · {n_params:,} parameters · {opt.precision}{evals} on {ctx.device} · "
+        evals = f" (evaluations {self.eval_dtype})" if self.eval_fn is not None else ""
+        return (f"train: {where} · {n_params:,} parameters · {opt.dtype}{evals} on {ctx.device} · "
                 f"{ctx.world_size} process(es) × {s.grad_accum} accum × {s.micro_batch_size(ctx.world_size)} = "
                 f"batch {s.batch_size} · warm-up {self.plan.schedule.warmup_steps:,} of {self.plan.total_steps:,} "
                 f"steps · {describe_optimizers(opt.optimizers)}"
@@ -354,7 +353,7 @@ class _Trainer:
             first = max(window.first_step, self.checked_step + 1)
             where = f"step {step}" if first == step else f"steps {first}–{step}"
             raise ZenError(f"{where}: the gradient norm is {total} — training diverged; lower lr, raise "
-                           "warmup_steps, or use precision fp32")
+                           "warmup_steps, or use dtype fp32")
         self.checked_step = step
         return total
 
@@ -362,13 +361,13 @@ class _Trainer:
         loss, tokens, metrics = window.totals(self.ctx)
         if not math.isfinite(loss):
             raise ZenError(f"step {step}: the loss is {loss} — training diverged; lower lr, raise "
-                           "warmup_steps, or use precision fp32")
+                           "warmup_steps, or use dtype fp32")
         seconds = max(time.perf_counter() - window.start, 1e-9)
         metrics = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}  # JSON has no NaN
         record: dict[str, Any] = {"kind": "train", "step": step, "loss": loss, **metrics, "lr": lr,
                                   "grad_norm": grad_norm_sum / max(window.steps, 1),
                                   "tokens_per_s": tokens / seconds, "elapsed_s": round(elapsed, 3)}
-        if self.opt.precision == "fp16":
+        if self.opt.dtype == "fp16":
             record["skipped_steps"] = self.opt.skipped
         self.log.train(step, record)
         for callback in self.callbacks:
@@ -403,8 +402,8 @@ class _Trainer:
         if ctx.is_main:
             scored.eval()
             try:
-                run = inference_model(scored, self.eval_precision)  # int8: a quantized copy, for this evaluation
-                with torch.no_grad(), inference_autocast(self.eval_precision, ctx.device):
+                run = inference_model(scored, self.eval_dtype)  # int8: a quantized copy, for this evaluation
+                with torch.no_grad(), inference_autocast(self.eval_dtype, ctx.device):
                     metrics = {k: float(v) for k, v in self.eval_fn(run).items()}
             finally:
                 self.model.train()

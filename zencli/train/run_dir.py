@@ -10,7 +10,7 @@ from typing import Any
 
 from zencli.atomic_write import atomic_write_text
 from zencli.errors import ZenError
-from zencli.train.checkpoint import CheckpointDir, fingerprint_diff, load_checkpoint, with_zen_names
+from zencli.train.checkpoint import CheckpointDir, fingerprint_diff, load_checkpoint, with_current_names
 from zencli.train.progress import MetricsLog
 from zencli.train.settings import TrainSettings
 
@@ -53,7 +53,7 @@ def refuse_another_run(out: Path, fp: str, fp_values: dict[str, Any]) -> None:
         other = json.loads(run_json.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
         raise ZenError(f"{run_json}: not valid JSON; choose a new output dir or pass --overwrite") from None
-    other_fp, other_values = with_zen_names(other.get("fingerprint"), other.get("fingerprint_values", {}))
+    other_fp, other_values = with_current_names(other.get("fingerprint"), other.get("fingerprint_values", {}))
     if other_fp != fp:
         raise ZenError(f"{out}: holds another run "
                        f"({fingerprint_diff(other_values, fp_values)}); "

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from zencli.errors import ZenError
 
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
-# The precision a trained model is run in (prediction, evaluation): `zen predict/evaluate --precision`,
-# `zen quickstart --precision` and `train.eval_precision` all take these (zencli.train.precision resolves them).
-InferencePrecision = Literal["auto", "fp32", "bf16", "int8"]
-INFERENCE_PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")
+Dtype = Literal["auto", "fp32", "bf16", "fp16"]
+# The dtype a trained model is run in (prediction, evaluation): `zen predict/evaluate --dtype`,
+# `zen quickstart --dtype` and `train.eval_dtype` all take these (zencli.train.dtype resolves them).
+InferenceDtype = Literal["auto", "fp32", "bf16", "int8"]
+INFERENCE_DTYPES: tuple[str, ...] = ("auto", "fp32", "bf16", "int8")
 
 # Settings that decide the training trajectory: a checkpoint can only be resumed by a run whose values
-# agree on all of them (plus the resolved precision, the parameter shapes and the caller's extras).
+# agree on all of them (plus the resolved dtype, the parameter shapes and the caller's extras).
 # Logging, saving and evaluation cadence are left out: changing them does not change the losses.
 FINGERPRINT_KEYS = (
     "lr", "warmup_steps", "max_steps", "batch_size", "grad_accum", "clip_norm", "weight_decay",
@@ -30,11 +30,15 @@ FINGERPRINT_KEYS = (
 
 @dataclass
 class TrainSettings:
-    """Optimisation, precision, checkpointing and logging of one training run.
+    """Optimisation, dtype, checkpointing and logging of one training run.
 
     `batch_size` is the GLOBAL batch: sequences per optimizer step, summed over gradient accumulation
     and processes. Each process feeds micro-batches of batch_size / (processes × grad_accum).
     """
+
+    # Keys renamed since recipes were written with them: old key → new key (zencli.config.loading.from_dict
+    # refuses an old one in one line naming the new one). `precision` also names P in P/R/F.
+    RENAMED: ClassVar[dict[str, str]] = {"precision": "dtype", "eval_precision": "eval_dtype"}
 
     # optimisation (ZEN paper: AdamW, peak 1e-4, 36k warm-up steps, linear decay)
     lr: float = 1e-4
@@ -62,11 +66,11 @@ class TrainSettings:
     sparse_embeddings: bool = True
     sparse_min_rows: int = 1000
     # numerics and placement
-    precision: Precision = "auto"
-    # The precision of the evaluations during and after training (dev scores, best checkpoint, early
-    # stopping, the scores written beside the model): as `zen evaluate --precision`, independent of the
-    # training precision above. auto: bf16 on CUDA and on CPUs with bf16 instructions, else fp32.
-    eval_precision: InferencePrecision = "auto"
+    dtype: Dtype = "auto"
+    # The dtype of the evaluations during and after training (dev scores, best checkpoint, early
+    # stopping, the scores written beside the model): as `zen evaluate --dtype`, independent of the
+    # training dtype above. auto: bf16 on CUDA and on CPUs with bf16 instructions, else fp32.
+    eval_dtype: InferenceDtype = "auto"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     seed: int = 42
     num_threads: int = 0  # CPU threads per process; 0: torch's default

@@ -1,5 +1,5 @@
 """One optimizer step of the training loop, and what it needs and changes: the optimizers (AdamW, LazyAdamW
-for row-sparse tables), the grad scaler, the weight average (EMA) and the precision.
+for row-sparse tables), the grad scaler, the weight average (EMA) and the dtype.
 
     opt = Optimization(model, settings, ctx, lr_scales)
     lr = opt.step(forward_model, loss_fn, batches, factor, window)   # grad_accum micro-batches, one update
@@ -20,9 +20,9 @@ from torch import nn
 from zencli.errors import ZenError
 from zencli.train import distributed as D
 from zencli.train.data import to_device
+from zencli.train.dtype import autocast, grad_scaler, resolve_dtype
 from zencli.train.ema import averaged_model, update_ema
 from zencli.train.optim import build_optimizers, clip_grad_norm, mark_sparse_embeddings
-from zencli.train.precision import autocast, grad_scaler, resolve_precision
 from zencli.train.settings import TrainSettings
 from zencli.train.window import LogWindow
 
@@ -30,7 +30,7 @@ from zencli.train.window import LogWindow
 class Optimization:
     def __init__(self, model: nn.Module, s: TrainSettings, ctx: D.DistContext, lr_scales: dict[str, float]):
         self.s, self.ctx, self.model = s, ctx, model
-        self.precision = resolve_precision(s.precision, ctx.device)
+        self.dtype = resolve_dtype(s.dtype, ctx.device)
         self.sparse_tables = mark_sparse_embeddings(model, s.sparse_min_rows) if s.sparse_embeddings else []
         table_ids = {id(m.weight) for m in self.sparse_tables}
         self.sparse_names = [n for n, p in model.named_parameters() if id(p) in table_ids]
@@ -38,7 +38,7 @@ class Optimization:
         self.optimizers = build_optimizers(model, lr=s.lr, betas=(s.adam_beta1, s.adam_beta2), eps=s.adam_eps,
                                            weight_decay=s.weight_decay, sparse_tables=self.sparse_tables,
                                            lr_scales=lr_scales)
-        self.scaler = grad_scaler(self.precision, ctx.device)
+        self.scaler = grad_scaler(self.dtype, ctx.device)
         self.ema = averaged_model(model, s.ema_decay) if s.ema_decay is not None else None
         self.ema_started = False  # set when the run starts (a resumed average has started)
         self.skipped = 0  # fp16: updates the grad scaler skipped (overflow)
@@ -59,7 +59,7 @@ class Optimization:
             # DDP all-reduces on the last micro-batch only; earlier ones just accumulate
             accumulate_only = ctx.distributed and micro < s.grad_accum - 1
             with forward_model.no_sync() if accumulate_only else contextlib.nullcontext():
-                with autocast(self.precision, ctx.device):
+                with autocast(self.dtype, ctx.device):
                     loss, metrics, n_tokens = loss_fn(forward_model, batch)
                 self.scaler.scale(loss / s.grad_accum).backward()
             window.add_micro(loss, metrics, n_tokens)
@@ -69,8 +69,8 @@ class Optimization:
             self.scaler.unscale_(opt)
         norm = clip_grad_norm(self.params, s.clip_norm)
         # fp16 overflow: skip this update, the scaler lowers its scale (a host sync; GradScaler.step
-        # makes one anyway). Other precisions do not look here: the loop checks the window's norm sum.
-        if self.precision == "fp16" and not torch.isfinite(norm):
+        # makes one anyway). Other dtypes do not look here: the loop checks the window's norm sum.
+        if self.dtype == "fp16" and not torch.isfinite(norm):
             self.skipped += 1
         else:
             for opt in self.optimizers:

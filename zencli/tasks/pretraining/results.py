@@ -69,7 +69,7 @@ def write_results(cfg: PretrainConfig, s: TrainSettings, prepared: Prepared, dat
     shards, heldout = data.shards, data.heldout
     results = {
         "output_dir": str(out), "model_dir": str(model_dir), "recipe": to_dict(cfg), "objective": cfg.objective,
-        "world_size": result.world_size, "precision": result.precision, "parameters": n_params,
+        "world_size": result.world_size, "dtype": result.dtype, "parameters": n_params,
         "steps": result.step, "started_at_step": result.start_step,
         "elapsed_s_this_invocation": round(result.elapsed_s, 3),
         "tokens_per_s_this_invocation": tokens_per_s(result),

@@ -28,7 +28,7 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
     """All four stages (see `zencli.tasks.pretraining`); in a process group, rank 0 prepares the data."""
     from zencli.train import distributed as D
     from zencli.train.checkpoint import CheckpointDir
-    from zencli.train.precision import inference_autocast, inference_model, resolve_inference_precision
+    from zencli.train.dtype import inference_autocast, inference_model, resolve_inference_dtype
     from zencli.train.threads import torch_threads
 
     console = console or Console(stderr=True)
@@ -43,11 +43,11 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
         n_params = sum(p.numel() for p in model.parameters())
         say(_describe(model, n_params, s, data))
 
-        precision, _ = resolve_inference_precision(s.eval_precision, ctx.device, key="train.eval_precision")
+        dtype, _ = resolve_inference_dtype(s.eval_dtype, ctx.device, key="train.eval_dtype")
         fresh = CheckpointDir(out / "checkpoints").latest() is None and s.resume in ("auto", "never")
         scores: dict[str, Any] = {"baseline": None, "initial": None}
         if ctx.is_main and data.heldout is not None:
-            scores = _scores_before_training(model, eval_fn, data, fresh, precision, ctx.device, say)
+            scores = _scores_before_training(model, eval_fn, data, fresh, dtype, ctx.device, say)
         with torch_threads(s.num_threads):  # the final scoring runs on the training's threads
             result, last_eval = _train(cfg, s, model, loss_fn, eval_fn, data, scores["baseline"], console,
                                        show_progress)
@@ -58,8 +58,8 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
             # Stage 4, on rank 0: the final held-out scores, the model and results.json.
             scores["final"] = last_eval.get("metrics") if last_eval.get("step") == result.step else None
             if data.heldout is not None and scores["final"] is None:  # resumed a finished run: nothing was evaluated
-                with inference_autocast(precision, ctx.device):
-                    scores["final"] = eval_fn(inference_model(model, precision), data.heldout)
+                with inference_autocast(dtype, ctx.device):
+                    scores["final"] = eval_fn(inference_model(model, dtype), data.heldout)
             model_dir = save_model(cfg, model, prepared, out)
             results = write_results(cfg, s, prepared, data, model_dir, result, n_params, scores)
             return PretrainResult(out, model_dir, result.step, result.start_step, result.elapsed_s,
@@ -102,9 +102,9 @@ def _describe(model: torch.nn.Module, n_params: int, s: TrainSettings, data: Pre
 
 
 def _scores_before_training(model: torch.nn.Module, eval_fn: Callable, data: PretrainData, fresh: bool,
-                            precision: str, device: torch.device, say: Callable[[str], None]) -> dict[str, Any]:
+                            dtype: str, device: torch.device, say: Callable[[str], None]) -> dict[str, Any]:
     """The held-out baseline, and on a fresh start the untrained model's scores (step 0)."""
-    from zencli.train.precision import inference_autocast, inference_model
+    from zencli.train.dtype import inference_autocast, inference_model
 
     baseline = unigram_baseline(data.shards, data.heldout, len(data.vocab))
     say(f"baseline (always '{data.vocab.id_to_token(baseline['prediction_id'])}', the most frequent training "
@@ -113,8 +113,8 @@ def _scores_before_training(model: torch.nn.Module, eval_fn: Callable, data: Pre
     initial = None
     if fresh:
         model.to(device)
-        with inference_autocast(precision, device):
-            initial = eval_fn(inference_model(model, precision), data.heldout)
+        with inference_autocast(dtype, device):
+            initial = eval_fn(inference_model(model, dtype), data.heldout)
         say("eval @ step 0: " + " · ".join(f"{k} {v:.4f}" for k, v in initial.items()))
     return {"baseline": baseline, "initial": initial}
 

@@ -14,6 +14,7 @@ from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.diffs import first_difference
 from zencli.errors import ZenError
+from zencli.train.settings import TrainSettings
 
 MODEL_DIR = "model"
 DATA_DIR = "data"
@@ -33,10 +34,21 @@ def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
             data.pop(key)
     plan = {"language": cfg.language, "data": data, "masking": to_dict(cfg.masking), "model": to_dict(cfg.model),
             "init": to_dict(cfg.init), "train": {**to_dict(cfg.train.fingerprint_fields()),
-                                                "precision": cfg.train.precision}}
+                                                "dtype": cfg.train.dtype}}
     if cfg.objective != "mlm":  # only then, so MLM runs made before objectives existed keep their plan
         plan.update(objective=cfg.objective, rtd=to_dict(cfg.rtd))
     return plan
+
+
+def _with_current_keys(plan: Any) -> Any:
+    """A plan recorded before a train key's rename (`TrainSettings.RENAMED`: `precision` is `dtype`) under
+    today's names: the same run, not another one."""
+    train = plan.get("train") if isinstance(plan, dict) else None
+    if not isinstance(train, dict):
+        return plan
+    renamed = TrainSettings.RENAMED
+    return {**plan, "train": {renamed[k] if k in renamed and renamed[k] not in train else k: v
+                              for k, v in train.items()}}
 
 
 def check_output_dir(cfg: PretrainConfig, out: Path) -> None:
@@ -49,7 +61,8 @@ def check_output_dir(cfg: PretrainConfig, out: Path) -> None:
             old = json.loads(marker.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError):
             raise ZenError(f"{marker}: not valid JSON; use a new output dir or pass --overwrite") from None
-        diff = first_difference(old.get("plan", {}), run_plan(cfg)) if isinstance(old, dict) else "unreadable"
+        diff = (first_difference(_with_current_keys(old.get("plan", {})), run_plan(cfg)) if isinstance(old, dict)
+                else "unreadable")
         if diff and ((out / "run.json").is_file() or (out / "checkpoints").is_dir()):
             raise ZenError(f"{out}: holds a pretraining run with other settings ({diff}); continue it with its own "
                            f"recipe ({out / RECIPE_NAME}), use a new output dir, or pass --overwrite")

@@ -1,4 +1,5 @@
-"""Mixed precision: choose fp32 / bf16 / fp16 for the hardware, and give the matching autocast and scaler.
+"""The compute dtype (mixed precision): choose fp32 / bf16 / fp16 for the hardware, and give the matching
+autocast and scaler (`train.dtype`); the dtype a trained model runs in (`--dtype`, `train.eval_dtype`).
 
 `auto` picks
 - CUDA: bf16 where the GPU supports it (Ampere and later), fp16 with loss scaling on Volta/Turing
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 
 from zencli.errors import ZenError
-from zencli.train.settings import INFERENCE_PRECISIONS
+from zencli.train.settings import INFERENCE_DTYPES
 
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
@@ -44,17 +45,17 @@ def cpu_has_fast_bf16(flags: frozenset[str] | None = None) -> bool:
     return any(f in flags for f in BF16_CPU_FLAGS)
 
 
-def resolve_precision(requested: str, device: torch.device, flags: frozenset[str] | None = None) -> str:
-    """`auto|fp32|bf16|fp16` → the precision to train with on `device` (`fp32`, `bf16` or `fp16`)."""
+def resolve_dtype(requested: str, device: torch.device, flags: frozenset[str] | None = None) -> str:
+    """`auto|fp32|bf16|fp16` → the dtype to train with on `device` (`fp32`, `bf16` or `fp16`)."""
     if requested not in ("auto", "fp32", "bf16", "fp16"):
-        raise ZenError(f"precision: expected one of auto, fp32, bf16, fp16, got {requested!r}")
+        raise ZenError(f"dtype: expected one of auto, fp32, bf16, fp16, got {requested!r}")
     if device.type == "cuda":
         major, _ = torch.cuda.get_device_capability(device)
         bf16_ok = torch.cuda.is_bf16_supported()
         if requested == "auto":
             return "bf16" if bf16_ok else "fp16" if major >= 7 else "fp32"
         if requested == "bf16" and not bf16_ok:
-            raise ZenError(f"precision: bf16 is not supported by {torch.cuda.get_device_name(device)}; "
+            raise ZenError(f"dtype: bf16 is not supported by {torch.cuda.get_device_name(device)}; "
                            "use fp16 or fp32")
         return requested
     if requested == "auto":
@@ -62,34 +63,34 @@ def resolve_precision(requested: str, device: torch.device, flags: frozenset[str
     return requested
 
 
-def autocast(precision: str, device: torch.device):
-    """Context manager for the forward pass (and loss) in `precision`."""
-    if precision == "fp32":
+def autocast(dtype: str, device: torch.device):
+    """Context manager for the forward pass (and loss) in `dtype`."""
+    if dtype == "fp32":
         return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=torch_dtype)
 
 
-def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+def grad_scaler(dtype: str, device: torch.device) -> torch.amp.GradScaler:
     """Dynamic loss scaling for fp16; a disabled (pass-through) scaler otherwise."""
-    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    return torch.amp.GradScaler(device.type, enabled=dtype == "fp16")
 
 
 # --- running a trained model: prediction and evaluation ------------------------------------------------
 #
-# `auto|fp32|bf16|int8` (zencli.train.settings.InferencePrecision): bf16 runs the forward under bf16
+# `auto|fp32|bf16|int8` (zencli.train.settings.InferenceDtype): bf16 runs the forward under bf16
 # autocast (weights stay fp32, so the model is unchanged); int8 runs a copy of the model whose linear
 # layers are dynamically quantized (int8 weights, activations quantized per batch) — CPU kernels only.
 # `auto` picks bf16 where the hardware has bf16 matrix units (CUDA GPUs with bf16, CPUs with AMX or
-# AVX-512 bf16), fp32 elsewhere; the scores each precision loses against fp32 are in docs/results.md.
+# AVX-512 bf16), fp32 elsewhere; the scores each dtype loses against fp32 are in docs/results.md.
 
 
-def resolve_inference_precision(requested: str, device: torch.device, flags: frozenset[str] | None = None,
-                                key: str = "precision") -> tuple[str, str]:
-    """`auto|fp32|bf16|int8` → (the precision to run a trained model in on `device`, why `auto` chose it:
+def resolve_inference_dtype(requested: str, device: torch.device, flags: frozenset[str] | None = None,
+                            key: str = "dtype") -> tuple[str, str]:
+    """`auto|fp32|bf16|int8` → (the dtype to run a trained model in on `device`, why `auto` chose it:
     '' for an explicit choice). An unsupported choice is a ZenError naming `key` (the option or recipe key)."""
-    if requested not in INFERENCE_PRECISIONS:
-        raise ZenError(f"{key}: expected one of {', '.join(INFERENCE_PRECISIONS)}, got {requested!r}")
+    if requested not in INFERENCE_DTYPES:
+        raise ZenError(f"{key}: expected one of {', '.join(INFERENCE_DTYPES)}, got {requested!r}")
     if device.type == "cuda":
         bf16_ok = torch.cuda.is_bf16_supported()
         name = torch.cuda.get_device_name(device)
@@ -113,20 +114,20 @@ def resolve_inference_precision(requested: str, device: torch.device, flags: fro
     return requested, ""
 
 
-def describe_inference_precision(requested: str, chosen: str, why: str) -> str:
-    """The line that says what `--precision` ran with: `precision: bf16 (auto: this CPU has amx_bf16)`."""
-    return f"precision: {chosen}" + (f" ({requested}: {why})" if why else "")
+def describe_inference_dtype(requested: str, chosen: str, why: str) -> str:
+    """The line that says what `--dtype` ran with: `dtype: bf16 (auto: this CPU has amx_bf16)`."""
+    return f"dtype: {chosen}" + (f" ({requested}: {why})" if why else "")
 
 
-def inference_autocast(precision: str, device: torch.device):
+def inference_autocast(dtype: str, device: torch.device):
     """The context a trained model's forward runs in: bf16 autocast for bf16, none for fp32 and int8."""
-    return autocast("bf16" if precision == "bf16" else "fp32", device)
+    return autocast("bf16" if dtype == "bf16" else "fp32", device)
 
 
-def inference_model(model: torch.nn.Module, precision: str) -> torch.nn.Module:
-    """The module to run in `precision`: for int8 a dynamically quantized copy (every nn.Linear: int8
+def inference_model(model: torch.nn.Module, dtype: str) -> torch.nn.Module:
+    """The module to run in `dtype`: for int8 a dynamically quantized copy (every nn.Linear: int8
     weights, activations quantized per call; the given model and its files are untouched); else `model`."""
-    if precision != "int8":
+    if dtype != "int8":
         return model
     return quantize_int8(model)
 
@@ -144,10 +145,10 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     try:
         from torch.ao.quantization import quantize_dynamic
     except ImportError as e:  # a torch without the eager quantization API
-        raise ZenError(f"precision: int8 needs torch.ao.quantization.quantize_dynamic, which this torch "
+        raise ZenError(f"dtype: int8 needs torch.ao.quantization.quantize_dynamic, which this torch "
                        f"{torch.__version__} lacks ({e}); use fp32 or bf16") from None
     if any(p.device.type != "cpu" for p in model.parameters()):
-        raise ZenError("precision: int8 (dynamic quantization) runs on CPUs only; use bf16 or fp32 on a GPU")
+        raise ZenError("dtype: int8 (dynamic quantization) runs on CPUs only; use bf16 or fp32 on a GPU")
     was_training = model.training
     model.eval()
     try:
