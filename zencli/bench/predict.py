@@ -20,6 +20,7 @@ from __future__ import annotations
 import cProfile
 import os
 import pstats
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -31,8 +32,10 @@ import torch
 from zencli.bench.common import interleaved_rounds, machine_facts
 from zencli.bench.model import ModelSize, parse_size
 from zencli.errors import ZenError
+from zencli.model.encoder import ZenModel
 from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, load_task_model
+from zencli.tasks.network import TaskModel
 from zencli.tasks.predict import predict_stream
 from zencli.text.reading import iter_lines
 
@@ -54,9 +57,6 @@ PHASES: dict[str, tuple[tuple[str, str], ...]] = {
 
 def resized(loaded: LoadedModel, size: ModelSize) -> LoadedModel:
     """`loaded` with its ZEN/BERT encoder rebuilt at `size` (random weights), task and inputs kept."""
-    from zencli.model.encoder import ZenModel
-    from zencli.tasks.network import TaskModel
-
     model = loaded.model
     if model.encoder is None or model.chte is not None:
         raise ZenError(f"--size: {loaded.path} has a CHTE encoder; --size rebuilds ZEN/BERT encoders only")
@@ -130,7 +130,6 @@ def run(model: Path, data: Path, *, dtypes: list[str] | None = None, size: str |
     if not max_lines:
         return _run(model, data, dtypes, size, rounds, warmup, threads, batch_size, chunk_lines, profile, device,
                     log, advance, on_total)
-    import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         head = Path(tmp) / data.name  # the first lines, read from a file as `zen predict --input` reads
