@@ -223,23 +223,23 @@ def test_a_bad_recipe_key_fails_once_before_anything_runs(corpus, tmp_path):
 
 
 def test_a_failed_run_is_reported_and_the_others_go_on(corpus, tmp_path, monkeypatch):
-    import zencli.tasks.finetune
+    from zencli.bench import ablation_runner
 
-    real = zencli.tasks.finetune.run_finetune
+    real = ablation_runner.run_finetune
 
     def diverge_chte(cfg, **kw):
         if "/chte/" in str(cfg.train.output_dir):
             raise ZenError("step 3: the loss is nan — training diverged; lower lr")
         return real(cfg, **kw)
 
-    monkeypatch.setattr(zencli.tasks.finetune, "run_finetune", diverge_chte)
+    monkeypatch.setattr(ablation_runner, "run_finetune", diverge_chte)
     r = cli(corpus, tmp_path / "out", seeds=1, only="chte,transformer-crf")
     assert r.exit_code == 1, r.output
     assert "failed: finetune chte seed 1" in r.output and "training diverged" in r.output
     assert "1 run(s) failed: 1 of 2 runs finished, 1 left" in r.output
     assert (tmp_path / "out" / "finetune" / "transformer-crf" / "seed-1" / RESULTS).is_file()
     assert "- finetune chte seed 1" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    monkeypatch.setattr(zencli.tasks.finetune, "run_finetune", real)  # the next invocation retries it
+    monkeypatch.setattr(ablation_runner, "run_finetune", real)  # the next invocation retries it
     r = cli(corpus, tmp_path / "out", seeds=1, only="chte,transformer-crf")
     assert r.exit_code == 0 and "all 2 runs finished (1 in this invocation" in r.output
 
@@ -299,14 +299,13 @@ def test_two_variants_two_seeds_run_and_report(finished):
 
 def test_a_second_invocation_skips_finished_runs(finished, corpus, monkeypatch):
     out, _ = finished
-    import zencli.tasks.finetune
-    import zencli.tasks.pretraining
+    from zencli.bench import ablation_runner
 
     def boom(*a, **k):
         raise AssertionError("a finished run was started again")
 
-    monkeypatch.setattr(zencli.tasks.finetune, "run_finetune", boom)
-    monkeypatch.setattr(zencli.tasks.pretraining, "run_pretrain", boom)
+    monkeypatch.setattr(ablation_runner, "run_finetune", boom)
+    monkeypatch.setattr(ablation_runner, "run_pretrain", boom)
     before = {p: p.stat().st_mtime_ns for p in out.rglob(RESULTS)}
     r = cli(corpus, out, only="zen2-absolute,chte")
     assert r.exit_code == 0, r.output
@@ -471,9 +470,9 @@ def test_plots_when_matplotlib_is_installed(fake_out):
 
 
 def test_report_only_rebuilds_from_finished_runs_without_training(fake_out, monkeypatch):
-    import zencli.tasks.finetune
+    from zencli.bench import ablation_runner
 
-    monkeypatch.setattr(zencli.tasks.finetune, "run_finetune", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(ablation_runner, "run_finetune", lambda *a, **k: pytest.fail("trained"))
     r = runner.invoke(app, ["bench", "ablation", "--task", "ner", "--out", str(fake_out), "--report-only"])
     assert r.exit_code == 0, r.output
     assert (fake_out / "report.md").is_file() and "zen2" in r.output and "+1.00 ± 0.50" in r.output

@@ -29,6 +29,7 @@ def make_progress(console: Console | None = None, *, amount: Amount = "count", w
     `width` pads the description so the bars of several tasks line up; `field` names a task field shown
     after the amount (`add_task(..., info="")`); `spinner` leads with a spinner for tasks of unknown
     length; `elapsed` adds the time spent; `transient` clears the display when it stops."""
+    # lazy: `zen --help` imports this module; rich.progress loads with the first bar
     from rich.progress import (
         BarColumn,
         DownloadColumn,

@@ -32,6 +32,9 @@ from typing import Any, Literal
 from zencli.bench.common import need_file
 from zencli.errors import ZenError
 
+# Imports inside functions are lazy on purpose: `zen --help` imports this module (for the option names), and
+# the recipes' modules (zencli.config, zencli.jobs) and torch (zencli.model) load only for a run.
+
 TASKS = ("ner", "cws", "pos", "sa")
 # each task's train/dev/test: (folder of the PD98 dataset, extension); sentiment has its own dataset (the
 # located `sentiment` or --task-data), while every task's pretraining reads PD98's raw text

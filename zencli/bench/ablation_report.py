@@ -22,6 +22,7 @@ from zencli.atomic_write import atomic_write_text
 from zencli.bench.ablation import CLAIMS, VARIANTS, Variant
 from zencli.bench.ablation_runner import PLAN_FILE, RESULTS, read_json, wall_seconds
 from zencli.errors import ZenError
+from zencli.tasks.base import task_class
 from zencli.train.progress import read_metrics
 
 REPORT_MD = "report.md"
@@ -98,8 +99,6 @@ def _pretraining(root: Path, v: Variant) -> dict[str, Any] | None:
 
 def collect(out: Path) -> dict[str, Any]:
     """Everything the report shows, from OUT/plan.json and the run directories."""
-    from zencli.tasks.base import task_class
-
     out = Path(out)
     doc = read_json(out / PLAN_FILE)
     if not isinstance(doc, dict):
@@ -302,7 +301,7 @@ def _mean_curve(curves: list[list[dict[str, Any]]], key: str) -> tuple[list[int]
 def write_plots(data: dict[str, Any], folder: Path) -> list[str] | str:
     """PNGs under `folder`; returns their names, or the reason for none (matplotlib missing, no runs)."""
     try:
-        import matplotlib
+        import matplotlib  # optional dependency (zencli[plots])
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt

@@ -29,8 +29,15 @@ from rich.markup import escape
 
 from zencli.atomic_write import atomic_write_text
 from zencli.bench.ablation import PLAN_FORMAT, PRETRAIN_KEYS, RUN_FORMAT, Plan, Run, variant
+from zencli.bench.common import machine_facts
 from zencli.diffs import first_difference
 from zencli.errors import ZenError
+from zencli.lexicon.ngram_file import Lexicon
+from zencli.tasks.base import task_class
+from zencli.tasks.finetune import run_finetune
+from zencli.tasks.pretraining import run_pretrain
+from zencli.tasks.pretraining.vocab_lexicon import build_lexicon_file, build_vocab_file
+from zencli.text.vocab import Vocab
 
 RESULTS = "results.json"
 TIMING = "timing.json"
@@ -142,10 +149,6 @@ class _Timing:
 def run_lexicon(plan: Plan, run: Run, console: Console) -> dict[str, Any]:
     """The vocabulary and n-gram lexicon of the raw train text, built as `zen pretrain` builds missing
     ones (the base recipe's data.* settings). results.json is written last: it marks them complete."""
-    from zencli.lexicon.ngram_file import Lexicon
-    from zencli.tasks.pretraining.vocab_lexicon import build_lexicon_file, build_vocab_file
-    from zencli.text.vocab import Vocab
-
     cfg = plan.lexicon_config()
 
     def say(text: str) -> None:
@@ -165,16 +168,11 @@ def run_lexicon(plan: Plan, run: Run, console: Console) -> dict[str, Any]:
 
 def run_pretraining(plan: Plan, run: Run, console: Console, show_progress: bool) -> None:
     """`zen pretrain` with the variant's recipe; it writes RUN/results.json itself when done."""
-    from zencli.tasks.pretraining import run_pretrain
-
     run_pretrain(plan.pretrain_config(variant(run.variant)), console=console, show_progress=show_progress)
 
 
 def run_finetuning(plan: Plan, run: Run, console: Console, show_progress: bool) -> dict[str, Any]:
     """Fine-tune; returns the run's record: dev and test scores of the exported (best dev) model."""
-    from zencli.tasks.base import task_class
-    from zencli.tasks.finetune import run_finetune
-
     v = variant(run.variant)
     cfg = plan.finetune_config(v, run.seed)
     result = run_finetune(cfg, console=console, show_progress=show_progress)
@@ -240,8 +238,6 @@ def run_plan(plan: Plan, *, command: str, budget_min: float | None = None, conso
     """Run every unfinished run of `plan` in order (see the module docstring). A run that stops with a
     ZenError (e.g. training diverged) is reported in `failed` and the next run starts; it is tried again
     by the next invocation."""
-    from zencli.bench.common import machine_facts
-
     console = console or Console(stderr=True)
     if budget_min is not None and budget_min <= 0:
         raise ZenError(f"--budget: expected minutes > 0, got {budget_min}")

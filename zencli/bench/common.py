@@ -11,7 +11,11 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from zencli import __version__
 from zencli.errors import ZenError
+
+# Imports inside functions are lazy on purpose: `zen --help` imports this module; the dataset locator and
+# torch / numpy load only where a benchmark needs them.
 
 K = TypeVar("K", bound=Hashable)
 R = TypeVar("R")
@@ -70,8 +74,6 @@ def cpu_model() -> str | None:
 def zen_source() -> dict[str, Any]:
     """Which zen made a measurement: the package version, and the git commit (with `dirty` when the working
     tree had changes) when zen runs from a git checkout; None where git or the checkout is missing."""
-    from zencli import __version__
-
     root = Path(__file__).resolve().parents[2]
     commit = dirty = None
     if not (root / ".git").exists():  # an installed copy: no checkout of its own to ask

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from zencli.errors import ZenError
+from zencli.lexicon.matcher import select_released
 from zencli.model.pretraining import IGNORE_INDEX
 from zencli.text.reading import iter_lines
 
@@ -93,8 +94,6 @@ def synthetic_slots(B: int, L: int, M: int, rows: int, rate: float, rng: np.rand
 
 def lexicon_slots(tokens: np.ndarray, matcher: Any, M: int) -> Slots:
     """The lexicon's matches in `tokens` [B,L], kept as the released ZEN 2.0 code keeps them."""
-    from zencli.lexicon.matcher import select_released
-
     B, L = tokens.shape
     m = select_released(matcher.match_batch(tokens, np.full(B, L)), "zen2", L, M)
     pad = m.padded(M)

@@ -29,12 +29,29 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from zencli import formatting as fmt
+from zencli.atomic_write import atomic_write_text
+from zencli.bench.common import dataset_dir, machine_facts, need_file
+from zencli.bench.model import ModelBenchSettings, judging_clock, parse_size
+from zencli.bench.model import run as run_model_bench
+from zencli.config.loading import to_dict
+from zencli.datasets import locate
 from zencli.errors import ZenError
+from zencli.jobs import finetune as finetune_job
+from zencli.jobs import pretrain as pretrain_job
+from zencli.jobs.lexicon import build_workspace_lexicon
 from zencli.jobs.workspace import CORPUS, TASK_DEFAULTS, Workspace, as_overrides
+from zencli.tasks.finetune import run_finetune
+from zencli.tasks.inference import set_dtype
+from zencli.tasks.model_dir import load_task_model
+from zencli.tasks.predict import evaluate_model, predict_stream
+from zencli.tasks.pretraining import run_pretrain
+from zencli.text.reading import iter_lines
 
 TASKS = ("ner", "cws")  # fine-tuned from the pretrained model; NER is also the prediction model
 PREDICT_TASK = "ner"
@@ -87,8 +104,6 @@ class GpuCheckSettings:
     goal_minutes: float | None = 8.0  # the whole check
 
     def validate(self) -> None:
-        from zencli.bench.model import parse_size
-
         for key in ("model_size", "pretrain_size"):
             try:
                 parse_size(getattr(self, key))
@@ -172,8 +187,6 @@ def failures(rows: list[Row]) -> list[str]:
 
 def resolve_device(requested: str, preset: str):
     """The torch device of the check; a GPU-sized check on a CPU only when asked for (--device cpu)."""
-    import torch
-
     if requested == "cuda" and not torch.cuda.is_available():
         raise ZenError("--device cuda: torch sees no CUDA GPU")
     if requested == "auto":
@@ -188,9 +201,6 @@ def resolve_device(requested: str, preset: str):
 
 def locate_corpus(data: Path | None) -> Path:
     """The pd98 dataset directory: `data`, else $ZEN_DATA/pd98 or the cache (never a download here)."""
-    from zencli.bench.common import dataset_dir
-    from zencli.datasets import locate
-
     if data is not None:
         return dataset_dir(data, CORPUS)
     try:
@@ -201,8 +211,6 @@ def locate_corpus(data: Path | None) -> Path:
 
 
 def gpu_facts(device) -> dict[str, Any]:
-    import torch
-
     if device.type != "cuda":
         return {"device": "cpu"}
     p = torch.cuda.get_device_properties(device)
@@ -213,11 +221,9 @@ def gpu_facts(device) -> dict[str, Any]:
 
 def model_step(s: GpuCheckSettings, device, dtype: str, callbacks: dict[str, Callable]) -> Row:
     """`zen bench model` at one dtype: tokens/s of the three encoders and the zen2/bert step ratio."""
-    from zencli.bench.model import ModelBenchSettings, judging_clock, parse_size, run
-
     size = parse_size(s.model_size)
     t0 = time.perf_counter()
-    report = run(ModelBenchSettings(
+    report = run_model_bench(ModelBenchSettings(
         sizes=[size], encoders=["zen2", "zen1", "bert"], dtypes=[dtype], dense_opt=False,
         steps=s.model_steps, infer_steps=s.model_steps, batch=s.model_batch, seq_len=s.model_seq_len,
         ngram_rows=s.model_ngram_rows, vocab_size=s.model_vocab_size, curve_steps=0, gemm_size=s.gemm_size,
@@ -246,8 +252,6 @@ def model_step(s: GpuCheckSettings, device, dtype: str, callbacks: dict[str, Cal
 
 
 def lexicon_step(ws: Workspace, data: Path, console: Console) -> Row:
-    from zencli.jobs.lexicon import build_workspace_lexicon
-
     reused = ws.lexicon_done()
     t0 = time.perf_counter()
     lex = build_workspace_lexicon(ws, data=data, console=console)
@@ -259,9 +263,6 @@ def lexicon_step(ws: Workspace, data: Path, console: Console) -> Row:
 
 def pretrain_config(s: GpuCheckSettings, ws: Workspace, data: Path, device):
     """pretrain-zh-tiny on the workspace lexicon at the check's sizes (the user's --pretrain-set last)."""
-    from zencli.bench.model import parse_size
-    from zencli.jobs.pretrain import workspace_config
-
     size = parse_size(s.pretrain_size)
     ours = {
         "model.hidden_size": size.hidden, "model.num_hidden_layers": size.layers,
@@ -274,13 +275,11 @@ def pretrain_config(s: GpuCheckSettings, ws: Workspace, data: Path, device):
         **({} if s.pretrain_lr is None else {"train.lr": s.pretrain_lr}),
         **({} if s.threads is None else {"train.num_threads": s.threads}),
     }
-    return workspace_config(ws, [*as_overrides(ours), *s.pretrain_sets], {}, data=data)
+    return pretrain_job.workspace_config(ws, [*as_overrides(ours), *s.pretrain_sets], {}, data=data)
 
 
 def pretrain_step(s: GpuCheckSettings, ws: Workspace, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
-    from zencli.tasks.pretraining import run_pretrain
-
     cfg = pretrain_config(s, ws, data, device)
     t0 = time.perf_counter()
     result = run_pretrain(cfg, console=console, show_progress=show_progress)
@@ -313,24 +312,17 @@ def pretrain_step(s: GpuCheckSettings, ws: Workspace, data: Path, device, consol
 def finetune_config(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device):
     """The task's PD98 recipe from the workspace's pretrained model (the user's --finetune-set last); test is
     scored afterwards, by the evaluation `zen evaluate` runs."""
-    from zencli.jobs.finetune import workspace_config
-
     ours = {"data.test": None, "train.batch_size": s.finetune_batch, "train.max_minutes": s.finetune_minutes,
             "train.device": device.type, "train.dtype": s.dtype, "train.seed": s.seed, "train.overwrite": True,
             **({} if s.threads is None else {"train.num_threads": s.threads})}
     options = {"task.name": task, "train.max_steps": s.finetune_steps}  # a step count replaces the recipe's epochs
     if s.finetune_steps is not None:
         ours["train.patience"] = 0  # the steps asked for are the ones measured: no early stopping
-    return workspace_config(ws, [*as_overrides(ours), *s.finetune_sets], options, data=data)
+    return finetune_job.workspace_config(ws, [*as_overrides(ours), *s.finetune_sets], options, data=data)
 
 
 def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, device, console: Console,
                   show_progress: bool) -> Row:
-    from zencli.tasks.finetune import run_finetune
-    from zencli.tasks.inference import set_dtype
-    from zencli.tasks.model_dir import load_task_model
-    from zencli.tasks.predict import evaluate_model
-
     cfg = finetune_config(s, ws, task, data, device)
     test = TASK_DEFAULTS[task].files(data)["test"]
     t0 = time.perf_counter()
@@ -354,9 +346,6 @@ def finetune_step(s: GpuCheckSettings, ws: Workspace, task: str, data: Path, dev
 
 def predict_lines(data: Path, n: int) -> list[str]:
     """`n` non-empty lines of the corpus's raw test text (repeated when it has fewer)."""
-    from zencli.bench.common import need_file
-    from zencli.text.reading import iter_lines
-
     path = need_file(data / "raw" / "test.txt", f"the {CORPUS} dataset's raw test text (raw/test.txt)")
     lines = [text for _, text in iter_lines(path) if text.strip()]
     if not lines:
@@ -366,12 +355,6 @@ def predict_lines(data: Path, n: int) -> list[str]:
 
 def predict_step(s: GpuCheckSettings, ws: Workspace, data: Path, device) -> Row:
     """The NER model through `predict_stream` (as `zen predict --input IN --output OUT`), timed after loading."""
-    from zencli.atomic_write import atomic_write_text
-    from zencli.tasks.inference import set_dtype
-    from zencli.tasks.model_dir import load_task_model
-    from zencli.tasks.predict import predict_stream
-    from zencli.text.reading import iter_lines
-
     lines = predict_lines(data, s.predict_lines)
     folder = ws.root / "predict"
     folder.mkdir(parents=True, exist_ok=True)
@@ -403,12 +386,6 @@ def run(s: GpuCheckSettings, *, console: Console | None = None, show_progress: b
     """Run every step (module docstring) and return the JSON-ready report, also written to OUT/bench-gpu.json.
     `model_progress()`: a context manager giving `zencli.bench.model.run`'s log/advance/on_total callbacks
     (its progress display). A failed criterion does not stop the later steps; `report["passed"]` says."""
-    import torch
-
-    from zencli.atomic_write import atomic_write_text
-    from zencli.bench.common import machine_facts
-    from zencli.config.loading import to_dict
-
     s.validate()
     console = console or Console(stderr=True)
     device = resolve_device(s.device, s.preset)
@@ -460,8 +437,6 @@ def run(s: GpuCheckSettings, *, console: Console | None = None, show_progress: b
 
 
 def _cuda_bf16() -> bool:
-    import torch
-
     return torch.cuda.is_bf16_supported()
 
 
@@ -476,8 +451,6 @@ def status(check: dict[str, Any]) -> str:
 
 def table(report: dict[str, Any]):
     """One Rich table: a row per step — what ran, its time, its key numbers, its criteria and verdicts."""
-    from rich.table import Table
-
     d = report["device"]
     where = d.get("name", d["device"])
     verdict = "passed" if report["passed"] else "FAILED"

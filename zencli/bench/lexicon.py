@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 from zencli.errors import ZenError
+from zencli.lexicon.extract import build
+from zencli.lexicon.settings import LexiconConfig
 from zencli.text.reading import iter_lines
 
 _MAX_WORDS = 600
@@ -173,9 +175,6 @@ def run_bench(
 
 
 def _main(spec_path: str) -> None:
-    from zencli.lexicon.extract import build
-    from zencli.lexicon.settings import LexiconConfig
-
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     cfg = LexiconConfig(corpus=[Path(p) for p in spec["corpus"]], output=Path(spec["output"]),
                         workers=spec["workers"], language=spec["language"])

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from zencli.bench.common import interleaved_rounds
@@ -55,6 +56,8 @@ from zencli.bench.encoder_batches import (
 )
 from zencli.bench.flops import device_sync, forward_flops, gemm_peak, training_flops
 from zencli.errors import ZenError
+from zencli.lexicon.matcher import NgramMatcher
+from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.config import ZenConfig
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
@@ -404,8 +407,6 @@ def attention_kernels(size: ModelSize, batch: int, seq_len: int, dtype: str, dev
     2d and V of d, the same with V zero-padded to 2d (what flash kernels that need equal head sizes would
     take), and plain attention (d everywhere), all with the [B,1,1,L] padding mask; "default" is what torch
     picks by itself."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
     A, d = size.heads, size.hidden // size.heads
     mask = torch.zeros(batch, 1, 1, seq_len, device=device, dtype=torch_dtype)
@@ -503,9 +504,6 @@ def _make_inputs(*, text: Path | None, lexicon: Path | None, batch: int, seq_len
     if text is not None:
         chars = text_chars(text, vocab_size, max_chars=2_000_000)
         if lexicon is not None:
-            from zencli.lexicon.matcher import NgramMatcher
-            from zencli.lexicon.ngram_file import Lexicon
-
             lex = Lexicon.load(lexicon)
             lexicon_rows = len(lex)
             matcher = NgramMatcher.from_lexicon(lex, chars.vocab.get, min_len=2, max_len=8)

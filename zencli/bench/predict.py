@@ -36,8 +36,11 @@ import torch
 from zencli.bench.common import interleaved_rounds, machine_facts
 from zencli.bench.model import ModelSize, parse_size
 from zencli.errors import ZenError
+from zencli.model.encoder import ZenModel
+from zencli.tasks.engine import export_onnx, load_onnx
 from zencli.tasks.inference import set_dtype
-from zencli.tasks.model_dir import LoadedModel, load_task_model
+from zencli.tasks.model_dir import LoadedModel, load_task_model, save_task_model
+from zencli.tasks.network import TaskModel
 from zencli.tasks.predict import predict_stream
 from zencli.text.reading import iter_lines
 
@@ -60,9 +63,6 @@ PHASES: dict[str, tuple[tuple[str, str], ...]] = {
 
 def resized(loaded: LoadedModel, size: ModelSize) -> LoadedModel:
     """`loaded` with its ZEN/BERT encoder rebuilt at `size` (random weights), task and inputs kept."""
-    from zencli.model.encoder import ZenModel
-    from zencli.tasks.network import TaskModel
-
     model = loaded.model
     if model.encoder is None or model.chte is not None:
         raise ZenError(f"--size: {loaded.path} has a CHTE encoder; --size rebuilds ZEN/BERT encoders only")
@@ -262,9 +262,6 @@ def _onnx_models(base: LoadedModel, dtypes: list[str], tmp: Path, threads: int,
     named "onnx fp32" / "onnx int8"; {} without any such dtype."""
     if not dtypes:
         return {}
-    from zencli.tasks.engine import export_onnx, load_onnx
-    from zencli.tasks.model_dir import save_task_model
-
     export_onnx(save_task_model(base.model, base.inputs, base.spec, tmp / "model"), tmp / "onnx",
                 int8="int8" in dtypes, say=log)
     return {f"onnx {p}": load_onnx(tmp / "onnx", dtype=p, threads=threads or torch.get_num_threads())

@@ -20,7 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from zencli.bench import lexicon as lexicon_bench
+from zencli.bench import matcher as matcher_bench
+from zencli.bench import model as model_bench
 from zencli.bench.common import dataset_dir, machine_facts, need_file
+from zencli.bench.model import judging_clock
 from zencli.errors import ZenError
 
 DEFAULT_SIZES = ("tiny", "small", "base")
@@ -53,10 +57,6 @@ def run(*, data: Path | None = None, sizes: list[str] | None = None, quick: bool
 
     `section(name, total)` is called when a section starts (total: its number of progress steps, None
     when unknown) and returns the `advance(label)` callback for that section."""
-    from zencli.bench import lexicon as lexicon_bench
-    from zencli.bench import matcher as matcher_bench
-    from zencli.bench import model as model_bench
-
     d = dataset_dir(data)
     raw_train = need_file(d / "raw" / "train.txt", "raw training text (one sentence per line)")
     raw_dev = need_file(d / "raw" / "dev.txt", "raw dev text (one sentence per line)")
@@ -102,8 +102,6 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
     """The ratios: per size and dtype, ZEN 2.0 / BERT and ZEN 1.0 / BERT step time (training) and
     forward time (inference), tokens/s and % of the GEMM peak per encoder; the matcher's speed-up over
     the naive loop; lexicon chars/s per corpus; the GEMM peak (the larger of start and end)."""
-    from zencli.bench.model import judging_clock
-
     model = report["model"]
     clock = judging_clock(model["settings"]["threads"])
     pre = "cpu_" if clock == "cpu" else ""

@@ -21,9 +21,15 @@ from pathlib import Path
 from typing import Literal
 
 from zencli.errors import ZenError
-from zencli.model.config import EncoderSizes
+from zencli.model.config import (
+    EncoderSizes,
+    ZenConfig,  # no torch: config.py is plain Python
+)
 from zencli.text.reading import EncodingErrors
 from zencli.train.settings import TrainSettings
+
+# Imports inside `validate` are lazy on purpose: `zen recipe list` imports this module without numpy
+# (zencli.data.pretraining) or the tokenizer.
 
 Language = Literal["zh", "ar"]
 
@@ -135,8 +141,6 @@ class ModelSection(EncoderSizes):  # the sizes: hidden_size, num_hidden_layers, 
         return {k: getattr(self, k) for k in keys}
 
     def validate(self) -> None:
-        from zencli.model.config import ZenConfig  # no torch: config.py is plain Python
-
         try:
             ZenConfig(vocab_size=8, word_size=8, **self.zen_config_kwargs())
         except ZenError as e:  # "config: key 'hidden_size' must ..." → "hidden_size: must ..."

@@ -117,7 +117,7 @@ class JiebaSegmenter:
         self.version = "custom"
         if tokenize is None:
             try:
-                import jieba
+                import jieba  # optional dependency (zencli[jieba])
             except ImportError:
                 raise ZenError(
                     "segmenter 'jieba' needs the jieba package, which is not installed: pip install jieba "

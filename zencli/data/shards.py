@@ -305,7 +305,7 @@ class PretrainShards:
         """The padded batch of tensors `collate([ds[i] for i in indices], pad_id=ds.pad_id)` returns,
         built from the arrays with one gather per shard and column (slots padded to the longest row, as
         collate pads them)."""
-        import torch
+        import torch  # lazy: the shard writers (`zen data pretrain`, its worker processes) need no torch
 
         idx = np.asarray(indices, np.int64).reshape(-1)
         if len(idx) == 0:

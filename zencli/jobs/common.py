@@ -12,6 +12,7 @@ from zencli.signals import Interrupted
 
 def launch(args: list[str], nproc: int) -> None:
     """Run `zen <args>` as `nproc` cooperating processes on this machine (`zencli.train.distributed`)."""
+    # lazy: torch; jobs.finetune / jobs.pretrain import this module before a recipe is checked
     from zencli.train.distributed import launch_local, python_module_command
 
     code = launch_local(nproc, python_module_command(*args))

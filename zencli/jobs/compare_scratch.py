@@ -21,7 +21,9 @@ from rich.console import Console
 
 from zencli.atomic_write import atomic_write_text
 from zencli.config.finetune import FinetuneConfig
+from zencli.config.loading import build_job_config
 from zencli.errors import ZenError
+from zencli.jobs.workspace import scratch_base
 from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME
 from zencli.tasks.finetune import FinetuneResult, run_finetune
 from zencli.tasks.run_checks import format_lr
@@ -43,9 +45,6 @@ class Comparison:
 def scratch_config(cfg: FinetuneConfig, encoder: str | None) -> tuple[FinetuneConfig, str]:
     """The scratch run beside `cfg` (module docstring) and a few words on its model; `encoder` is the kind
     the pretrained run's model has (task.json's `encoder`)."""
-    from zencli.config.loading import build_job_config
-    from zencli.jobs.workspace import scratch_base
-
     base = scratch_base(cfg.task.name)
     assert base is not None  # the task is named: the run read its data
     recipe, cleared = base

@@ -6,9 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from zencli.config.finetune import FinetuneConfig
+from zencli.config.loading import build_job_config, parse_override, to_dict
 from zencli.errors import ZenError
-from zencli.jobs.workspace import Workspace
+from zencli.jobs.common import launch, reports
+from zencli.jobs.workspace import (
+    FROM_PRETRAINED,
+    STEP_MINUTES,
+    Workspace,
+    as_overrides,
+    expected_training,
+    locate_dataset,
+    overridden,
+    scratch_base,
+    task_defaults,
+)
 
 WORKDIR_ERROR = ("--workdir: the workspace is used by `zen finetune --task T` without a recipe, data files or "
                  "--vocab/--ngram; here those name the run (set its output with --output)")
@@ -17,8 +31,6 @@ WORKDIR_ERROR = ("--workdir: the workspace is used by `zen finetune --task T` wi
 def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any]) -> bool:
     """The defaults chain applies when nothing says what to train on: no recipe, no data files, and no
     vocab.txt / ngram.txt of a model built from scratch (on the command line or in --set)."""
-    from zencli.jobs.workspace import overridden
-
     given = any(options.get(k) is not None for k in ("data.train", "data.dev", "data.test", "model.vocab",
                                                      "model.ngram"))
     return recipe is None and not given and not overridden(overrides, "data.train", "data.dev", "data.test",
@@ -28,8 +40,6 @@ def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, 
 def build_config(recipe: str | Path | None, overrides: list[str], options: dict[str, Any]) -> FinetuneConfig:
     """Recipe (or the defaults) < --set overrides < command-line options, validated once. Without a recipe,
     a model trained from scratch starts from the task's tiny from-scratch recipe (`scratch_recipe`)."""
-    from zencli.config.loading import build_job_config
-
     base = scratch_recipe(recipe, overrides, options)
     if base is not None:
         recipe, cleared = base
@@ -41,8 +51,6 @@ def scratch_recipe(recipe: str | Path | None, overrides: list[str],
                    options: dict[str, Any]) -> tuple[str, list[str]] | None:
     """(recipe, overrides clearing its files) a recipe-less run from scratch starts from
     (zencli.jobs.workspace.scratch_base); None with a recipe or a pretrained model."""
-    from zencli.jobs.workspace import overridden, scratch_base
-
     if recipe is not None or options.get("model.pretrained") is not None or overridden(overrides, "model.pretrained"):
         return None
     return scratch_base(_task_name(overrides, options))
@@ -50,8 +58,6 @@ def scratch_recipe(recipe: str | Path | None, overrides: list[str],
 
 def _task_name(overrides: list[str], options: dict[str, Any]) -> str | None:
     """--task, else the last --set task.name."""
-    from zencli.config.loading import parse_override
-
     task = options.get("task.name")
     if task is None:
         named = [value for path, value in map(parse_override, overrides) if path == ["task", "name"]]
@@ -65,15 +71,6 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
     files (`data`: the dataset directory, default located), the workspace's pretrained model unless
     --model (or --set model.pretrained) names one, WORK/finetune-T as the output and the training time
     `zen quickstart` gives the step (zencli.jobs.workspace.STEP_MINUTES); `--set` overrides and options still win."""
-    from zencli.jobs.workspace import (
-        FROM_PRETRAINED,
-        STEP_MINUTES,
-        as_overrides,
-        locate_dataset,
-        overridden,
-        task_defaults,
-    )
-
     task = _task_name(overrides, options)  # --set task.name=T counts as --task T (the last one wins)
     if task is None:
         raise ZenError("task.name: no task given; use --task ner (or cws, pos, sa) to fine-tune the workspace's "
@@ -91,8 +88,6 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
 
 def expected_duration(cfg: FinetuneConfig) -> str:
     """The line the pipeline's fine-tuning step prints before it starts: how long it is expected to take."""
-    from zencli.jobs.workspace import expected_training
-
     if cfg.epochs_auto:
         length = "the epochs the data size gives (epochs auto)"
     elif cfg.epochs is not None:
@@ -133,7 +128,8 @@ def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console
     the output directory. Returns the FinetuneResult where this process reports it, else None.
     `compare_scratch`: also train the task's small from-scratch model at the same budget; returns the
     comparison (`zencli.jobs.compare_scratch`)."""
-    from zencli.jobs.common import launch, reports
+    # lazy, here and below: these import torch, and a recipe's errors (jobs.training imports this module)
+    # come before torch loads
     from zencli.train.distributed import launches
 
     if compare_scratch:
@@ -145,11 +141,8 @@ def run_job(cfg: FinetuneConfig, *, nproc: int = 1, quiet: bool = False, console
     if launches(nproc, cfg.train.device):
         if cfg.adapt.minutes is not None:
             raise ZenError("adapt.minutes: adaptation runs in one process; leave out --nproc")
-        import yaml
 
         cfg.train.micro_batch_size(nproc)  # a global batch the processes cannot split: said before they start
-
-        from zencli.config.loading import to_dict
 
         out = Path(cfg.train.output_dir)
         out.mkdir(parents=True, exist_ok=True)

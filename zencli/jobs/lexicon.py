@@ -10,8 +10,12 @@ from typing import Any
 
 from rich.console import Console
 
-from zencli.jobs.workspace import Workspace
+from zencli.atomic_write import atomic_write_text
+from zencli.jobs.workspace import LEXICON_RECIPE, Workspace, default_corpus, expected_lexicon
 from zencli.lexicon.settings import LexiconConfig
+
+# Imports inside functions are lazy on purpose: `zen --help` imports this module; the recipe loader, the
+# extractor (numpy) and the vocabulary builder load only for a build.
 
 
 def build_config(recipe: str | Path | None, overrides: list[str], **options: Any) -> LexiconConfig:
@@ -29,8 +33,6 @@ def build_workspace_lexicon(ws: Workspace, *, workers: int | None = None, overwr
     into WORK/lexicon; then lexicon.json, the summary whose presence marks the step finished. A finished step
     is not redone unless `overwrite`. `data`: the corpus's dataset directory (default: located).
     `show(result, ngram_path)` displays the extraction's result (the command's tables). Returns the summary."""
-    from zencli.atomic_write import atomic_write_text
-    from zencli.jobs.workspace import LEXICON_RECIPE, default_corpus, expected_lexicon
     from zencli.lexicon.extract import build as run_build
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab

@@ -6,9 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from zencli.config.loading import build_job_config
 from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
-from zencli.jobs.workspace import Workspace
+from zencli.jobs.common import launch, reports
+from zencli.jobs.workspace import (
+    PRETRAIN_RECIPE,
+    STEP_MINUTES,
+    Workspace,
+    as_overrides,
+    default_corpus,
+    expected_training,
+    overridden,
+)
 
 WORKDIR_ERROR = ("--workdir: the workspace is used by `zen pretrain` without a recipe, corpus, vocab or lexicon; "
                  "here those name the run (set its output with --output)")
@@ -17,15 +27,11 @@ WORKDIR_ERROR = ("--workdir: the workspace is used by `zen pretrain` without a r
 def uses_workspace(recipe: str | None, overrides: list[str], options: dict[str, Any] | None = None) -> bool:
     """The defaults chain applies when nothing says what to pretrain on: no recipe, and no corpus, vocab,
     lexicon or starting checkpoint given with --set."""
-    from zencli.jobs.workspace import overridden
-
     return recipe is None and not overridden(overrides, "data.corpus", "data.vocab", "data.ngram", "init.pretrained")
 
 
 def build_config(recipe: str | Path | None, overrides: list[str], options: dict[str, Any]) -> PretrainConfig:
     """Recipe (or the defaults) < --set overrides < command-line options, validated once."""
-    from zencli.config.loading import build_job_config
-
     return build_job_config(PretrainConfig, "pretrain", recipe, overrides, options)
 
 
@@ -35,8 +41,6 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
     (PD98 raw train, held-out dev; `data`: its dataset directory, default located) with the workspace's
     vocab.txt / ngram.txt, writing WORK/pretrain, for the training time `zen quickstart` gives the step
     (zencli.jobs.workspace.STEP_MINUTES); `--set` overrides and options still win."""
-    from zencli.jobs.workspace import PRETRAIN_RECIPE, STEP_MINUTES, as_overrides, default_corpus
-
     vocab, ngram = ws.require_lexicon()
     train, heldout = default_corpus(data, console=console)
     defaults: dict[str, Any] = {"data.corpus": [train], "data.heldout": [heldout], "data.vocab": vocab,
@@ -47,8 +51,6 @@ def workspace_config(ws: Workspace, overrides: list[str], options: dict[str, Any
 
 def expected_duration(cfg: PretrainConfig) -> str:
     """The line the pipeline's pretraining step prints before it starts: how long it is expected to take."""
-    from zencli.jobs.workspace import expected_training
-
     return expected_training("pretrain", cfg.train.max_minutes, f"all {cfg.train.max_steps:,} steps",
                              "making the shards once and scoring the held-out text")
 
@@ -66,7 +68,8 @@ def finished(ws: Workspace, cfg: PretrainConfig, options: dict[str, Any]) -> str
 def run_job(cfg: PretrainConfig, *, nproc: int = 1, quiet: bool = False, console=None):
     """Pretrain here (`zencli.tasks.pretraining.run_pretrain`), or prepare the data here (once) and start `nproc`
     processes training on it. Returns the PretrainResult where this process reports it, else None."""
-    from zencli.jobs.common import launch, reports
+    # lazy, here and below: these import torch, and a recipe's errors (jobs.training imports this module)
+    # come before torch loads
     from zencli.train.distributed import launches
 
     if cfg.train.overwrite and cfg.train.resume not in ("auto", "never"):

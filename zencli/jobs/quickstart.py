@@ -28,10 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from zencli import formatting as fmt
+from zencli.atomic_write import atomic_write_text
 from zencli.errors import ZenError
-from zencli.jobs.workspace import CORPUS, Workspace, budget
+from zencli.jobs.lexicon import build_workspace_lexicon
+from zencli.jobs.workspace import CORPUS, TASK_DEFAULTS, Workspace, budget, locate_dataset
+
+# Imports inside functions are lazy on purpose: `zen --help` imports this module; each step loads what it
+# runs (the recipes' modules, and torch for training, scoring and prediction) only when it runs.
 
 TASK = "ner"
 # Written for this demo (not corpus text): names, places and organisations for the NER model to find.
@@ -88,8 +94,6 @@ def run_quickstart(ws: Workspace, minutes: float, *, pretrain_sets: list[str], f
     out = display.out
 
     def run(name: str, command: str, body) -> None:
-        from rich.markup import escape
-
         out.rule(escape(f"{len(steps) + 1}/6  {name}: {command}"))
         t0 = time.perf_counter()
         step = Step(name, command)
@@ -119,7 +123,6 @@ def run_quickstart(ws: Workspace, minutes: float, *, pretrain_sets: list[str], f
 
     summary["steps"] = [asdict(s) for s in steps]
     summary["seconds"] = round(time.perf_counter() - t_start, 3)
-    from zencli.atomic_write import atomic_write_text
 
     atomic_write_text(ws.quickstart_json, json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
     return steps, summary
@@ -154,8 +157,6 @@ def _previous_steps(ws: Workspace) -> dict[str, dict]:
 
 
 def _data(step: Step, summary: dict, display: Display) -> None:
-    from zencli.jobs.workspace import TASK_DEFAULTS, locate_dataset
-
     root = locate_dataset(CORPUS, console=display.err)
     files = TASK_DEFAULTS[TASK].files(root)
     summary["data"] = {"dataset": str(root), **{k: str(v) for k, v in files.items()}}
@@ -164,8 +165,6 @@ def _data(step: Step, summary: dict, display: Display) -> None:
 
 
 def _lexicon(step: Step, ws: Workspace, summary: dict, display: Display) -> None:
-    from zencli.jobs.lexicon import build_workspace_lexicon
-
     if ws.lexicon_done():
         step.status = "skipped"
     lex = build_workspace_lexicon(ws, console=display.out, show=display.lexicon_result)
@@ -250,8 +249,6 @@ def _finetune(step: Step, ws: Workspace, plan: dict, sets: list[str], quiet: boo
 
 def _evaluate(step: Step, ws: Workspace, test: Path, dtype: str, chosen: str, summary: dict,
               display: Display) -> None:
-    from zencli.atomic_write import atomic_write_text
-
     model = ws.finetuned_model(TASK)
     scores_path = model / "test_scores.json"
     earlier = _read_json(scores_path) if scores_path.is_file() else None
@@ -277,9 +274,6 @@ def _evaluate(step: Step, ws: Workspace, test: Path, dtype: str, chosen: str, su
 
 
 def _predict(step: Step, ws: Workspace, dtype: str, summary: dict, display: Display) -> None:
-    from rich.markup import escape
-
-    from zencli.atomic_write import atomic_write_text
     from zencli.tasks.inference import load_for_inference
     from zencli.tasks.predict import predict_chunks
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 from zencli.errors import ZenError, unknown_task
 
+# Imports inside functions are lazy on purpose: `zen --help` imports this module (through zencli.cli.common);
+# the recipes' modules, the task registry (torch) and the dataset locator load only where they are used.
+
 DEFAULT_WORKDIR = Path("zen-work")
 ENV_WORKDIR = "ZEN_WORKDIR"
 

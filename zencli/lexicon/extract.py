@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from zencli.atomic_write import atomic_write_text
 from zencli.errors import MACHINE_ERRNOS, WriteError, ZenError
 from zencli.lexicon.counting import (
@@ -36,6 +38,7 @@ from zencli.lexicon.ngram_file import Lexicon, raw_form
 from zencli.lexicon.pmi import LOG_BASE, ranked, select
 from zencli.lexicon.settings import LexiconConfig
 from zencli.progress import optional_progress
+from zencli.text.tokenizer import BasicTokenizer, Tokenizer
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -68,10 +71,7 @@ class TextTokenizer:
 
     def _build(self):
         if self.vocab is None:
-            from zencli.text.tokenizer import BasicTokenizer
-
             return BasicTokenizer(lowercase=True if self.lowercase is None else self.lowercase)
-        from zencli.text.tokenizer import Tokenizer
 
         return Tokenizer.from_vocab(self.vocab, lowercase=self.lowercase)
 
@@ -115,8 +115,6 @@ class PeakMemory:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
-        import psutil
-
         me = psutil.Process()
         total = me.memory_info().rss
         for child in me.children(recursive=True):

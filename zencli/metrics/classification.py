@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from zencli.errors import ZenError
 from zencli.metrics.result import PRF, PRF_COLUMNS, Table, pct, prf_row, ratio
 
@@ -116,8 +118,6 @@ def roc_auc(scores: Any, labels: Any) -> float | None:
     positive): the probability that a random positive scores above a random negative, ties counting
     half (the Mann-Whitney U statistic over average ranks; scikit-learn's `roc_auc_score`). None when
     one class is absent (the AUC is undefined)."""
-    import numpy as np
-
     s = np.asarray(scores, np.float64).reshape(-1)
     y = np.asarray(labels).reshape(-1).astype(bool)
     if s.shape != y.shape:

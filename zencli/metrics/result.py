@@ -12,6 +12,9 @@ from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rich.markup import escape
+from rich.table import Table as RichTable
+
 from zencli.errors import ZenError
 
 
@@ -113,9 +116,6 @@ PRF_COLUMNS = ["", "P", "R", "F1", "correct", "predicted", "gold"]
 
 def rich_tables(result: MetricResult) -> list[Any]:
     """Rich `Table` objects for a result (rich is imported here so the metrics stay import-light)."""
-    from rich.markup import escape
-    from rich.table import Table as RichTable
-
     # Cells are data (labels such as `[UNK]` or `[/x]`), never Rich markup.
     out = []
     for t in result.tables():

@@ -21,14 +21,18 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from zencli.atomic_write import atomic_write_path
 from zencli.errors import ZenError
+from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.config import ZenConfig, read_json
 from zencli.model.encoder import ZenModel
 from zencli.model.names import zen_state
 from zencli.model.pretraining import ZenForPreTraining
+from zencli.text.vocab import Vocab
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -75,8 +79,6 @@ def load_strict(model: nn.Module, state: Mapping[str, torch.Tensor], source: str
 
 # -- vocab.txt / ngram.txt against the embedding tables ------------------------------------------
 def check_vocab(path: str | Path, config: ZenConfig) -> None:
-    from zencli.text.vocab import Vocab
-
     n = len(Vocab.load(path))  # also rejects empty or duplicate lines, which would shift ids
     if n != config.vocab_size:
         raise ZenError(
@@ -86,8 +88,6 @@ def check_vocab(path: str | Path, config: ZenConfig) -> None:
 
 
 def check_ngrams(path: str | Path, config: ZenConfig) -> None:
-    from zencli.lexicon.ngram_file import Lexicon
-
     n = len(Lexicon.load(path))  # also rejects malformed lines, which would shift n-gram ids
     if n + 1 != config.word_size:
         raise ZenError(
@@ -136,8 +136,6 @@ def save_zen_model(
     `config` defaults to `model.config`, `architecture` to the class name; other modules (task models
     with heads) can be saved too and read back with `read_zen_checkpoint` + `load_strict`.
     """
-    from safetensors.torch import save_file
-
     config = config if config is not None else model.config
     architecture = architecture or type(model).__name__
     out = Path(directory)
@@ -181,8 +179,6 @@ def read_zen_config(directory: str | Path) -> tuple[ZenConfig, str]:
 
 def read_zen_checkpoint(directory: str | Path) -> tuple[ZenConfig, str, dict[str, torch.Tensor]]:
     """(config, architecture, state dict with tied aliases restored) of a zen model directory."""
-    from safetensors import SafetensorError, safe_open
-
     config, architecture = read_zen_config(directory)
     path = Path(directory) / WEIGHTS_NAME
     if not path.is_file():

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 
 from zencli.atomic_write import atomic_write, atomic_write_path, atomic_write_text
 from zencli.errors import ZenError
@@ -61,9 +63,6 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     if not p.is_file():
         raise ZenError(f"{p}: no such file")
     if p.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
         try:
             return load_file(str(p))
         except (SafetensorError, OSError, ValueError) as e:

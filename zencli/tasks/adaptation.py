@@ -20,16 +20,27 @@ checkpoints. The fine-tuning then starts from OUTPUT/adapt/model.
 from __future__ import annotations
 
 import json
+import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from zencli.atomic_write import atomic_write_text
+from zencli.config import load_job_recipe
 from zencli.config.finetune import FinetuneConfig
 from zencli.errors import ZenError
+from zencli.lexicon.extract import build
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.lexicon.settings import LexiconConfig
+from zencli.model.checkpoint import save_zen_model
+from zencli.model.sources import checkpoint_kind, load_pretrained
+from zencli.tasks.pretraining.run import run_pretrain
+from zencli.tasks.training_ngrams import add_ngrams
+from zencli.text.vocab import UNK, Vocab, read_sidecar
 
 ADAPT_DIR = "adapt"
 DONE_NAME = "adapted.json"
@@ -63,8 +74,6 @@ def adapt_model(cfg: FinetuneConfig, texts: Sequence[str], say: Callable[[str], 
                 show_progress: bool = True) -> Path:
     """Adapt cfg.model.pretrained to `texts` and the `adapt.text` files (module docstring); the adapted model
     directory. Skipped when an earlier run finished it."""
-    from zencli.tasks.pretraining.run import run_pretrain
-
     out = adapt_dir(cfg)
     model_dir = out / "model"
     want = fingerprint(cfg, len(texts))
@@ -94,11 +103,6 @@ def adapt_model(cfg: FinetuneConfig, texts: Sequence[str], say: Callable[[str], 
 def grow_pretrained(pretrained: Path, corpora: Sequence[Path], start: Path) -> dict[str, int]:
     """Write `start`: the pretrained model with its lexicon grown by the n-grams of `corpora` and the new
     n-gram rows initialised from their characters. Returns the lexicon sizes before and added."""
-    from zencli.model.checkpoint import save_zen_model
-    from zencli.model.sources import checkpoint_kind, load_pretrained
-    from zencli.tasks.training_ngrams import add_ngrams
-    from zencli.text.vocab import Vocab, read_sidecar
-
     kind = checkpoint_kind(pretrained) if pretrained.is_dir() else None
     if kind not in ("zen", "released"):
         raise ZenError(f"adapt.minutes: {pretrained}: adaptation continues the pretraining of a zen or released "
@@ -130,13 +134,6 @@ def grow_pretrained(pretrained: Path, corpora: Sequence[Path], start: Path) -> d
 def corpus_ngrams(corpora: Sequence[Path], vocab: Path, *, lowercase: bool, language: str):
     """The n-grams `zen lexicon` extracts from `corpora` with the model's vocabulary: PMI over this text,
     seen >= ADAPT_MIN_COUNT times, left and right entropy >= ADAPT_MIN_ENTROPY bits; without [UNK]."""
-    import tempfile
-    from collections import Counter
-
-    from zencli.lexicon.extract import build
-    from zencli.lexicon.settings import LexiconConfig
-    from zencli.text.vocab import UNK
-
     with tempfile.TemporaryDirectory(prefix="zen-adapt-ngrams-") as tmp:
         cfg = LexiconConfig(corpus=list(corpora), output=Path(tmp) / "ngram.txt",
                             language=language if language in ("zh", "ar") else "zh", vocab=vocab,
@@ -162,10 +159,6 @@ def init_from_chars(encoder, lexicon: Lexicon, vocab, *, first: int) -> None:
 def pretrain_config(cfg: FinetuneConfig, corpora: Sequence[Path], start: Path, out: Path):
     """The continued pretraining: the tiny recipe's optimiser and data settings, the grown model as init,
     whole n-gram masking, `adapt.minutes` of training into `out`."""
-    from dataclasses import replace
-
-    from zencli.config import load_job_recipe
-
     base = load_job_recipe(ADAPT_RECIPE)
     data = replace(base.data, corpus=list(corpora), heldout=[], vocab=None, ngram=None, build_missing=False,
                    layout="auto", workers=1)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zencli.errors import ZenError, unknown_task
+from zencli.tasks.scoring import Evaluation, GoldData, read_gold
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
     from zencli.config.finetune import TaskSection
     from zencli.tasks.inputs import InputPipeline
-    from zencli.tasks.scoring import Evaluation, GoldData
 
 Record = dict[str, "np.ndarray"]
 
@@ -114,8 +114,6 @@ class Task(ABC):
     @classmethod
     def read(cls, path: str | Path, fmt: str = "auto") -> GoldData:
         """A labelled file of this task (train, dev or test)."""
-        from zencli.tasks.scoring import read_gold
-
         return read_gold(path, cls.name, fmt)
 
     @abstractmethod

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zencli.model.sources import Pretrained
+import torch
+
+from zencli.model.checkpoint import save_zen_model
+from zencli.model.released import export_released
+from zencli.model.sources import Pretrained, load_pretrained
 
 
 def import_checkpoint(source: Path, output: Path, *, encoder: str = "zen2", ngram: Path | None = None,
                       ngram_layers: int = 6, seed: int = 0) -> Pretrained:
     """Write `source` (released ZEN, or BERT: `encoder`, the lexicon `ngram` and `ngram_layers` shape the new
     n-gram side, initialised from `seed`) to `output` as a zen model directory; return what was loaded."""
-    import torch
-
-    from zencli.model.checkpoint import save_zen_model
-    from zencli.model.sources import load_pretrained
-
     torch.manual_seed(seed)
     p = load_pretrained(source, encoder=encoder, ngram=ngram, ngram_layers=ngram_layers)
     save_zen_model(p.model, output, vocab=p.vocab, ngram=p.ngram)
@@ -26,8 +25,5 @@ def import_checkpoint(source: Path, output: Path, *, encoder: str = "zen2", ngra
 def export_checkpoint(directory: Path, output: Path) -> None:
     """Write the zen model directory `directory` to `output` in the released ZEN layout (pytorch_model.bin,
     config.json, vocab.txt, ngram.txt)."""
-    from zencli.model.released import export_released
-    from zencli.model.sources import load_pretrained
-
     p = load_pretrained(directory)
     export_released(p.model, output, vocab=p.vocab, ngram=p.ngram)

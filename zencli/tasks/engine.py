@@ -21,6 +21,7 @@ serves every batch size, length and slot count. More: docs/design.md, "Predictio
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import warnings
 from collections.abc import Callable
@@ -29,14 +30,21 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from zencli.atomic_write import atomic_write_text
+from zencli.data.collate import collate
 from zencli.errors import ZenError
+from zencli.lexicon.ngram_file import Lexicon
 from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME
 from zencli.model.config import read_json
+from zencli.model.export_mode import exporting
+from zencli.tasks.base import task_class
+from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline
 from zencli.tasks.model_dir import TASK_NAME, LoadedModel, load_task_model, read_spec
 from zencli.tasks.network import ENCODER_KEYS, TaskModel
+from zencli.text.vocab import Vocab
 
 ENGINES = ("torch", "onnx")
 ONNX_CONFIG = "onnx.json"
@@ -91,8 +99,6 @@ class _Graph(nn.Module):
 
 def sample_batch(loaded: LoadedModel) -> dict[str, Tensor]:
     """A batch of two windows of different lengths (padding) with matched n-grams, to trace the graph."""
-    from zencli.data.collate import collate
-
     inputs = loaded.inputs
     room = max(inputs.max_seq_len - 2, 2)
     if inputs.lexicon is not None and len(inputs.lexicon):
@@ -136,8 +142,6 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
     output_axes = {k: ({0: "batch", 1: "length"} if by_length else {0: "batch"})
                    for k, by_length in zip(task.output_names, length_axes)}
     fp32 = out / FILES["fp32"]
-    from zencli.model.export_mode import exporting
-
     with warnings.catch_warnings(), torch.no_grad(), exporting(loaded.inputs.max_seq_len):
         warnings.simplefilter("ignore")  # the TorchScript exporter's notes on traced shapes and its deprecation
         torch.onnx.export(graph, tuple(batch[k] for k in names), str(fp32), input_names=list(names),
@@ -147,8 +151,6 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
     used = [i.name for i in ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).get_inputs()]
     files = {"fp32": FILES["fp32"]}
     if int8:
-        import logging
-
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         root = logging.getLogger()
@@ -163,8 +165,6 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
         files["int8"] = FILES["int8"]
     else:
         (out / FILES["int8"]).unlink(missing_ok=True)
-    from safetensors.torch import save_file
-
     head = {k: v.detach().contiguous() for k, v in model.head.state_dict().items() if not k.startswith("bag.")}
     save_file(head, str(out / HEAD_NAME))
     for name in (TASK_NAME, VOCAB_NAME, NGRAM_NAME, "bigrams.json"):
@@ -257,13 +257,6 @@ def load_onnx(path: str | Path, *, dtype: str = "auto", threads: int | None = No
 
 def _task_side(d: Path, head_input_size: int) -> LoadedModel:
     """Task, inputs and head of an export folder; `model` holds the head (the runtime replaces it)."""
-    from safetensors.torch import load_file
-
-    from zencli.lexicon.ngram_file import Lexicon
-    from zencli.tasks.base import task_class
-    from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline
-    from zencli.text.vocab import Vocab
-
     meta, settings, spec = read_spec(d)
     try:
         task = task_class(settings.name)(settings, meta["state"])

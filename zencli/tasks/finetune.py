@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -37,15 +38,18 @@ from zencli.config.finetune import AUTO_EPOCHS, AUTO_MIN_STEPS, FinetuneConfig, 
 from zencli.config.loading import to_dict
 from zencli.data.collate import collate
 from zencli.errors import ZenError
+from zencli.tasks.adaptation import adapt_model, check_adapt_files
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, save_task_model
 from zencli.tasks.network_build import build_task_model
+from zencli.tasks.ngram_bag import fit_bag
 from zencli.tasks.predict import predict_examples
 from zencli.tasks.run_checks import Baseline, end_warnings, majority_baseline, plan_line
 from zencli.tasks.scoring import Evaluation, GoldData
 from zencli.tasks.training_vocab import coverage, unk_warning
 from zencli.tasks.transfer import auto_lr, lr_scales
+from zencli.train import LengthGroupedBatches, train
 from zencli.train.checkpoint import CheckpointDir, load_checkpoint, seed_everything
 from zencli.train.progress import warning_panel
 from zencli.train.threads import torch_threads
@@ -113,14 +117,10 @@ class _Splits:
 def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_progress: bool = True
                  ) -> FinetuneResult:
     """Fine-tune per `cfg` (see the module docstring); returns where the model went and its scores."""
-    from zencli.train import LengthGroupedBatches, train
-
     console = console or Console(stderr=True)
     rank = int(os.environ.get("RANK", "0") or 0)
     say = console.print if rank == 0 else (lambda *a, **k: None)
     if cfg.adapt.minutes is not None:
-        from zencli.tasks.adaptation import check_adapt_files
-
         check_adapt_files(cfg)  # before reading the data: a mistyped file name is a quick error
     splits = _read_splits(cfg)
     task, notes = splits.task, splits.notes
@@ -141,7 +141,6 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
                        head_scale=s.head_lr_scale if cfg.model.pretrained is not None else 1.0)
     bag = getattr(model.head, "bag", None)
     if bag is not None:  # no encoder pass: cheap; a resumed run's checkpoint then replaces what it fitted
-        from zencli.tasks.ngram_bag import fit_bag
 
         started = time.perf_counter()
         notes.append(fit_bag(bag, records, pad_id=inputs.pad_id, seed=s.seed))
@@ -205,8 +204,6 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
 def _adapted(cfg: FinetuneConfig, splits: _Splits, say, console: Console, show_progress: bool) -> FinetuneConfig:
     """Adapt the pretrained model to the task's text first (zencli.tasks.adaptation); the settings that
     fine-tune the adapted model in the rest of the budget."""
-    from zencli.tasks.adaptation import adapt_model
-
     minutes, total = cfg.adapt.minutes, cfg.train.max_minutes
     rest = None if total is None else total - minutes
     say(escape(f"budget: {total:g} min = {minutes:g} adapting to the task's text + {rest:g} fine-tuning" if total
@@ -313,7 +310,5 @@ def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_s
 
 
 def _yaml(cfg: FinetuneConfig) -> str:
-    import yaml
-
     return yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
 

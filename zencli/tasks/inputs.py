@@ -29,9 +29,10 @@ import numpy as np
 
 from zencli.atomic_write import atomic_write_text
 from zencli.data.features import CharIds, NgramFeaturizer, Record
+from zencli.data.readers.common import load_json_file
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.text.tokenizer import check_normalize
+from zencli.text.tokenizer import Tokenizer, check_normalize
 from zencli.text.vocab import Vocab
 
 BIGRAMS_NAME = "bigrams.json"
@@ -129,8 +130,6 @@ class BigramTable:
 
     @classmethod
     def load(cls, path: str | Path) -> BigramTable:
-        from zencli.data.readers.common import load_json_file
-
         data = load_json_file(path)
         if not isinstance(data, list) or not all(
                 isinstance(b, list) and len(b) == 2 and all(isinstance(x, str) and x for x in b) for b in data):
@@ -223,8 +222,6 @@ class InputPipeline:
     def tokenizer(self):
         """WordPiece tokenizer with the model's case settings (sentence-level tasks)."""
         if self._tokenizer is None:
-            from zencli.text.tokenizer import Tokenizer
-
             self._tokenizer = Tokenizer(self.vocab, lowercase=self.settings.lowercase,
                                         strip_accents=self.settings.strip_accents, normalize=self.settings.normalize)
         return self._tokenizer

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from zencli.atomic_write import atomic_write_path, atomic_write_text
 from zencli.config.finetune import TaskSection
@@ -84,8 +86,6 @@ class LoadedModel:
 
 def save_task_model(model: TaskModel, inputs: InputPipeline, spec: ModelSpec, directory: str | Path) -> Path:
     """Write the model directory (layout in the module docstring); task.json is written last."""
-    from safetensors.torch import save_file
-
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     task = model.task
@@ -213,8 +213,6 @@ def _saved_chte(d: Path, spec: ModelSpec, encoder: ZenModel | None,
 
 def _load_weights(model: TaskModel, weights: Path) -> None:
     """model.safetensors into `model`, every tensor present and of the right shape (`load_strict`)."""
-    from safetensors import SafetensorError, safe_open
-
     if not weights.is_file():
         raise ZenError(f"{weights}: no such file")
     try:

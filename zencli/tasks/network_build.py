@@ -20,10 +20,12 @@ from zencli.config.finetune import FinetuneConfig, ModelSection
 from zencli.data.features import unmatchable_ngrams
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
-from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME, check_text_files
+from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME, check_text_files, load_zen_model
 from zencli.model.chte import ChteConfig, ChteEncoder
 from zencli.model.config import ZenConfig
 from zencli.model.encoder import ZenModel
+from zencli.model.pretraining import ZenForPreTraining
+from zencli.model.sources import checkpoint_kind, load_pretrained
 from zencli.tasks.base import Task
 from zencli.tasks.inputs import BigramTable, InputPipeline, InputSettings
 from zencli.tasks.model_dir import TASK_NAME, ModelSpec, load_task_model
@@ -171,8 +173,6 @@ def _text_file(d: Path, name: str, given: Path | None, key: str) -> Path | None:
 
 def load_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
     """The ZEN/BERT encoder (None for CHTE from characters), with its vocab and lexicon files."""
-    from zencli.model.sources import checkpoint_kind
-
     if m.pretrained is None:
         return _new_encoder(m, max_seq_len)
     d = Path(m.pretrained)
@@ -219,8 +219,6 @@ def _new_encoder(m: ModelSection, max_seq_len: int) -> EncoderSource:
 def _encoder_around_bert(d: Path, m: ModelSection) -> EncoderSource:
     """A BERT directory: the BERT encoder itself, or the character encoder of a new zen2/zen1 encoder whose
     n-gram side starts fresh."""
-    from zencli.model.sources import load_pretrained
-
     built = "bert" if m.encoder in (None, "chte") else m.encoder
     if built != "bert" and m.ngram is None:
         raise ZenError(f"model.ngram: a {built} model built around BERT needs an n-gram lexicon (ngram.txt)")
@@ -240,10 +238,6 @@ def _encoder_around_bert(d: Path, m: ModelSection) -> EncoderSource:
 def _reused_encoder(d: Path, m: ModelSection, kind: str) -> EncoderSource:
     """The encoder of a fine-tuned model (`kind` task), a zen model directory or a released ZEN directory,
     with the directory's vocab.txt and ngram.txt (the recipe's only where the directory has none)."""
-    from zencli.model.checkpoint import load_zen_model
-    from zencli.model.pretraining import ZenForPreTraining
-    from zencli.model.sources import load_pretrained
-
     want = m.encoder
     own_inputs = None
     if kind == "task":

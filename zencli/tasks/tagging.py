@@ -58,6 +58,7 @@ from zencli.text.labels import (
     word_label_of_pieces,
     word_spans,
 )
+from zencli.text.tokenizer import BasicTokenizer
 
 Span = tuple[int, int, str]
 WORD_LABELS = ("first", "continuation")  # `task.word_labels`
@@ -456,8 +457,6 @@ class TaggingTask(Task):
 
 @functools.cache
 def _word_splitter():
-    from zencli.text.tokenizer import BasicTokenizer
-
     return BasicTokenizer(lowercase=False, strip_accents=False)
 
 

@@ -5,6 +5,7 @@ and the new ones get fresh embedding rows."""
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from zencli.data.features import CharIds
 from zencli.errors import ZenError
+from zencli.lexicon.extract import build
 from zencli.lexicon.ngram_file import Lexicon
+from zencli.lexicon.settings import LexiconConfig
 from zencli.tasks.inputs import InputPipeline, InputSettings, LeaveOneOut, spell_units
 from zencli.text.vocab import UNK, Vocab
 
@@ -56,11 +59,6 @@ def text_ngrams(texts: Sequence[str], vocab: Path, *, lowercase: bool, min_count
                 ) -> Counter[tuple[str, ...]]:
     """The PMI n-grams (2..8 tokens, the language's PMI threshold, seen >= min_count times) of `texts`,
     counted over the tokens the model reads (`zen lexicon` with the model's vocabulary), without [UNK]."""
-    import tempfile
-
-    from zencli.lexicon.extract import build
-    from zencli.lexicon.settings import LexiconConfig
-
     with tempfile.TemporaryDirectory(prefix="zen-training-ngrams-") as tmp:
         corpus = Path(tmp) / "train.txt"
         corpus.write_text("".join(" ".join(t.split()) + "\n" for t in texts), encoding="utf-8")

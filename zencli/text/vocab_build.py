@@ -153,6 +153,7 @@ def _wordpiece_vocab(
     stats: CorpusStats,
     progress: Progress | None,
 ) -> tuple[list[str], tuple[int, int]]:
+    # lazy: only word pieces need tokenizers (a compiled extension); a character vocabulary does not
     from tokenizers import Tokenizer as HFTokenizer
     from tokenizers import models, pre_tokenizers, trainers
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from zencli.errors import ZenError
 
@@ -268,8 +269,6 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 10.0) -> None:
 def wrap_ddp(model: torch.nn.Module, ctx: DistContext, sparse_param_names: list[str],
              find_unused_parameters: bool) -> torch.nn.Module:
     """DistributedDataParallel over the dense parameters; sparse tables are synced by hand."""
-    from torch.nn.parallel import DistributedDataParallel
-
     if sparse_param_names:
         DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, sparse_param_names)
         # DDP broadcasts rank 0's weights to all; do the same for the parameters it ignores

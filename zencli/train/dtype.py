@@ -15,6 +15,8 @@ too small for raw gradients); bf16 has fp32's exponent range.
 from __future__ import annotations
 
 import contextlib
+import copy
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -139,11 +141,8 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
     kernels were the faster of the two with the same agreement (docs/results.md, "int8"); torchao's
     int8 path pays only under torch.compile. torch.ao's eager quantization is deprecated: if a torch
     release drops it, this is the one place to change."""
-    import copy
-    import warnings
-
     try:
-        from torch.ao.quantization import quantize_dynamic
+        from torch.ao.quantization import quantize_dynamic  # optional: not in every torch (see above)
     except ImportError as e:  # a torch without the eager quantization API
         raise ZenError(f"dtype: int8 needs torch.ao.quantization.quantize_dynamic, which this torch "
                        f"{torch.__version__} lacks ({e}); use fp32 or bf16") from None

@@ -3,20 +3,14 @@ average, only ever evaluated, and updated after every optimizer step without hos
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from torch.optim.swa_utils import AveragedModel
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 
 def averaged_model(model: nn.Module, decay: float) -> AveragedModel:
     """The average of `model`'s weights; buffers follow the model's. Its checkpoint format is
     AveragedModel's; `update_ema` does its update."""
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
-
     return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=False)
 
 

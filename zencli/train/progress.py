@@ -226,7 +226,7 @@ class MetricsLog:
         self._tb = None
         if tensorboard:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils.tensorboard import SummaryWriter  # optional dependency
             except ImportError:  # tensorboard is optional
                 SummaryWriter = None
             if SummaryWriter is not None:

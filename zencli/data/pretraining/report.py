@@ -54,7 +54,7 @@ def shard_totals(shards: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summary_table(result: GenerationResult):
     """A Rich table of the run and the dataset (the same numbers as `result.as_dict()`)."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: recipe checks (`zen recipe show`) import this module, no table needed
 
     d = result.as_dict()
     t = d["totals"]

@@ -53,7 +53,7 @@ from zencli.data.readers.schemes import (
 )
 from zencli.errors import ZenError, where
 from zencli.text.reading import iter_lines
-from zencli.text.tokenizer import is_removed
+from zencli.text.tokenizer import is_cjk, is_removed
 
 TAGGING_TASKS = ("cws", "pos", "ner")
 TAGGING_FORMATS: dict[str, tuple[str, ...]] = {
@@ -137,8 +137,6 @@ def _split_char_line(text: str) -> list[str]:
 
 
 def _has_cjk(texts: list[str]) -> bool:
-    from zencli.text.tokenizer import is_cjk
-
     return any(is_cjk(c) for t in texts for c in t)
 
 

@@ -12,18 +12,21 @@ import torch
 from zencli.config.pretrain import PretrainConfig
 from zencli.data.shards import PretrainShards
 from zencli.errors import ZenError
+from zencli.model.checkpoint import check_text_files
+from zencli.model.config import ZenConfig
 from zencli.model.pretraining import ZenForPreTraining
+from zencli.model.sources import load_pretrained
+from zencli.tasks.pretraining import rtd
 from zencli.tasks.pretraining.heldout import evaluate
 from zencli.tasks.pretraining.objective import pretraining_loss
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData
+from zencli.train.checkpoint import seed_everything
 from zencli.train.settings import TrainSettings
 
 
 def model_and_objective(cfg: PretrainConfig, prepared: Prepared, data: PretrainData, say: Callable[[str], None]
                         ) -> tuple[TrainSettings, torch.nn.Module, Callable, Callable]:
     """(the loop's settings, the model, loss_fn, eval_fn(model, heldout)); the model is seeded first."""
-    from zencli.train.checkpoint import seed_everything
-
     s = replace(cfg.train)
     s.overwrite = False  # prepare() has cleared the directory already
     seed_everything(s.seed)  # model initialisation is reproducible
@@ -43,10 +46,6 @@ def model_and_objective(cfg: PretrainConfig, prepared: Prepared, data: PretrainD
 def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int,
                 n_ngrams: int) -> tuple[ZenForPreTraining, list[str]]:
     """A fresh ZenForPreTraining (global torch RNG: seed first) or the `init` checkpoint; notes."""
-    from zencli.model.checkpoint import check_text_files
-    from zencli.model.config import ZenConfig
-    from zencli.model.sources import load_pretrained
-
     notes: list[str] = []
     if cfg.init.pretrained is None:
         config = ZenConfig(vocab_size=vocab_size, word_size=n_ngrams + 1, **cfg.model.zen_config_kwargs())
@@ -71,8 +70,6 @@ def build_model(cfg: PretrainConfig, prepared: Prepared, vocab_size: int,
 def rtd_objective(cfg: PretrainConfig, model: ZenForPreTraining, shards: PretrainShards, vocab: Any, lexicon: Any,
                   notes: list[str]):
     """(model, loss_fn, eval_fn) of replaced-token detection around `model` (see zencli.tasks.pretraining.rtd)."""
-    from zencli.tasks.pretraining import rtd
-
     slots = rtd.corrupted_slots(shards, vocab, lexicon)
     model = rtd.build_rtd_model(cfg, model, vocab)
     notes.append(rtd.describe(model))

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from zencli.atomic_write import atomic_write_text
 from zencli.config.pretrain import PretrainConfig
+from zencli.data.documents import read_documents
 from zencli.data.shards import PretrainShards
 from zencli.errors import ZenError
 from zencli.lexicon.ngram_file import Lexicon
@@ -92,8 +93,6 @@ def expand_corpus(entries: list[Path], key: str) -> list[Path]:
 def check_documents(files: list[Path], layout: str, key: str) -> None:
     """At least two documents with text (NSP draws its random B from another document). Stops reading
     at the second document, so a real corpus costs nothing."""
-    from zencli.data.documents import read_documents
-
     names = ", ".join(map(str, files))
     n = sum(1 for _ in itertools.islice(read_documents(files, layout), 2))  # type: ignore[arg-type]
     if n == 0:

@@ -11,10 +11,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from rich.table import Table
+from rich.text import Text
 
 from zencli.atomic_write import atomic_write_text
 from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
+from zencli.model.checkpoint import save_zen_model
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData
 from zencli.tasks.pretraining.rundir import MODEL_DIR, RESULTS_NAME
 from zencli.train.progress import read_metrics
@@ -48,8 +51,6 @@ def tokens_per_s(result: Any) -> float | None:
 
 def save_model(cfg: PretrainConfig, model: torch.nn.Module, prepared: Prepared, out: Path) -> Path:
     """OUT/model: the encoder with its heads (with RTD the discriminator), its text files and their sidecars."""
-    from zencli.model.checkpoint import save_zen_model
-
     model_dir = out / MODEL_DIR
     saved = model.discriminator if cfg.objective == "rtd" else model  # the encoder with its heads
     save_zen_model(saved, model_dir, vocab=prepared.vocab,
@@ -93,9 +94,6 @@ def write_results(cfg: PretrainConfig, s: TrainSettings, prepared: Prepared, dat
 def result_tables(result: PretrainResult):
     """Rich tables: the loss curve, held-out scores against the baseline (with RTD also the discriminator's
     detection scores against always answering "original"), and the run's warnings in red."""
-    from rich.table import Table
-    from rich.text import Text
-
     r = result.results
     rtd = r.get("objective") == "rtd"
     metrics = ("loss", "mlm_loss", "mlm_acc", *(("rtd_loss", "rtd_acc") if rtd else ()), "nsp_acc")

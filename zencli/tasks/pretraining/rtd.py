@@ -27,7 +27,9 @@ import torch.nn.functional as F
 
 from zencli.config.pretrain import PretrainConfig
 from zencli.data.features import NgramFeaturizer
+from zencli.data.pretraining import PretrainDataSettings, random_token_ids, slot_featurizer
 from zencli.data.shards import IGNORE_INDEX, PretrainShards
+from zencli.metrics.classification import roc_auc
 from zencli.model.electra import ZenForReplacedTokenDetection
 from zencli.model.pretraining import ZenForPreTraining
 from zencli.tasks.pretraining.heldout import add_mlm_sums, mlm_scores
@@ -68,8 +70,6 @@ class CorruptedNgramSlots:
 
 def corrupted_slots(shards: PretrainShards, vocab: Vocab, lexicon: Any) -> CorruptedNgramSlots:
     """Slots with the rules, cap and n-gram lengths the shards were made with."""
-    from zencli.data.pretraining import PretrainDataSettings, slot_featurizer
-
     settings = PretrainDataSettings(**shards.manifest["settings"])
     return CorruptedNgramSlots(slot_featurizer(vocab, lexicon, settings))
 
@@ -78,8 +78,6 @@ def build_rtd_model(cfg: PretrainConfig, discriminator: ZenForPreTraining, vocab
                     ) -> ZenForReplacedTokenDetection:
     """The generator and discriminator head around `discriminator` (global torch RNG: seed first).
     Replacements are drawn from the tokens the shards' random replacements use (no special tokens)."""
-    from zencli.data.pretraining import random_token_ids
-
     samplable = torch.zeros(len(vocab), dtype=torch.bool)
     samplable[torch.from_numpy(random_token_ids(vocab))] = True
     return ZenForReplacedTokenDetection(discriminator, cfg.rtd.generator_size, cfg.rtd.discriminator_weight,
@@ -138,8 +136,6 @@ def evaluate_rtd(model: ZenForReplacedTokenDetection, heldout: Any, slots: Corru
     (ROC AUC of its replaced-probability), replaced (share of tokens replaced: 1 − replaced is the
     accuracy of always answering "original"); nsp_loss / nsp_acc with NSP. Replacements are drawn with
     a fixed seed, so two evaluations of one model agree."""
-    from zencli.metrics.classification import roc_auc
-
     device = next(model.parameters()).device
     draws = torch.Generator(device=device).manual_seed(EVAL_SAMPLING_SEED)
     was_training = model.training

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from rich.console import Console
 from rich.markup import escape
 
@@ -20,17 +21,17 @@ from zencli.tasks.pretraining.network import model_and_objective
 from zencli.tasks.pretraining.objective import plateau_watch
 from zencli.tasks.pretraining.preparation import Prepared, PretrainData, load_prepared, prepare
 from zencli.tasks.pretraining.results import PretrainResult, save_model, tokens_per_s, write_results
+from zencli.train import LengthGroupedBatches, train
+from zencli.train import distributed as D
+from zencli.train.checkpoint import CheckpointDir
+from zencli.train.dtype import inference_autocast, inference_model, resolve_inference_dtype
 from zencli.train.settings import TrainSettings
+from zencli.train.threads import torch_threads
 
 
 def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_progress: bool = True
                  ) -> PretrainResult:
     """All four stages (see `zencli.tasks.pretraining`); in a process group, rank 0 prepares the data."""
-    from zencli.train import distributed as D
-    from zencli.train.checkpoint import CheckpointDir
-    from zencli.train.dtype import inference_autocast, inference_model, resolve_inference_dtype
-    from zencli.train.threads import torch_threads
-
     console = console or Console(stderr=True)
     ctx = D.setup(cfg.train.device)  # joins the process group now, so the ranks can wait for rank 0
     try:
@@ -70,8 +71,6 @@ def run_pretrain(cfg: PretrainConfig, *, console: Console | None = None, show_pr
 
 def _prepare_on_rank_0(cfg: PretrainConfig, ctx: Any, console: Console) -> Prepared:
     """Stages 1–2 on rank 0; the other ranks wait for what it made (or for its error, raised everywhere)."""
-    import torch.distributed as dist
-
     prepared: Prepared | ZenError | None = None
     if ctx.is_main:
         try:
@@ -104,8 +103,6 @@ def _describe(model: torch.nn.Module, n_params: int, s: TrainSettings, data: Pre
 def _scores_before_training(model: torch.nn.Module, eval_fn: Callable, data: PretrainData, fresh: bool,
                             dtype: str, device: torch.device, say: Callable[[str], None]) -> dict[str, Any]:
     """The held-out baseline, and on a fresh start the untrained model's scores (step 0)."""
-    from zencli.train.dtype import inference_autocast, inference_model
-
     baseline = unigram_baseline(data.shards, data.heldout, len(data.vocab))
     say(f"baseline (always '{data.vocab.id_to_token(baseline['prediction_id'])}', the most frequent training "
         f"target): held-out masked-char accuracy {baseline['masked_acc']:.4f}, all targets "
@@ -123,8 +120,6 @@ def _train(cfg: PretrainConfig, s: TrainSettings, model: torch.nn.Module, loss_f
            data: PretrainData, baseline: dict[str, Any] | None, console: Console,
            show_progress: bool) -> tuple[Any, dict[str, Any]]:
     """The shared training loop (`zencli.train`); its TrainResult and the last evaluation it ran ({} if none)."""
-    from zencli.train import LengthGroupedBatches, train
-
     last_eval: dict[str, Any] = {}
 
     def on_eval(step: int, metrics: dict[str, float], improved: bool) -> None:

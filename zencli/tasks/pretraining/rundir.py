@@ -9,11 +9,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from zencli.atomic_write import atomic_write_text
 from zencli.config.loading import to_dict
 from zencli.config.pretrain import PretrainConfig
 from zencli.diffs import first_difference
 from zencli.errors import ZenError
+from zencli.train.checkpoint import CheckpointDir
 from zencli.train.settings import TrainSettings
 
 MODEL_DIR = "model"
@@ -88,8 +91,6 @@ def write_marker(cfg: PretrainConfig, out: Path, built: list[str]) -> None:
 
 def recipe_yaml(cfg: PretrainConfig) -> str:
     """The resolved recipe, as the way to continue this run: `overwrite` off, `resume` auto."""
-    import yaml
-
     data = to_dict(cfg)
     data["train"].update(overwrite=False, resume="auto")
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
@@ -97,8 +98,6 @@ def recipe_yaml(cfg: PretrainConfig) -> str:
 
 def clear_outputs(out: Path) -> None:
     """What `--overwrite` removes: this package's files and the training loop's (nothing else)."""
-    from zencli.train.checkpoint import CheckpointDir
-
     # Only the vocab/lexicon files this command built: a vocab.txt the user put there is input, not output.
     for path in map(Path, built_files(out)):
         if path.parent.resolve() == out.resolve():

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from zencli.config.pretrain import PretrainConfig
+from zencli.data.pretraining import generate_shards
 from zencli.tasks.pretraining.rundir import DATA_DIR
 from zencli.tasks.segmenter import load_model_segmenter
 
@@ -14,8 +15,6 @@ from zencli.tasks.segmenter import load_model_segmenter
 def make_shards(cfg: PretrainConfig, corpus: list[Path], heldout: list[Path], vocab: Path, ngram: Path, out: Path,
                 say: Any, console: Any) -> tuple[Path, Path | None, dict[str, Any]]:
     """(train shards' dir, held-out shards' dir or None, "train"/"heldout" → GenerationResult)."""
-    from zencli.data.pretraining import generate_shards
-
     d = cfg.data
     common: dict[str, Any] = {
         "max_seq_len": d.max_seq_len, "masking": cfg.masking.scheme, "segmenter": cfg.masking.segmenter.strip(),

@@ -10,7 +10,12 @@ from typing import Any
 
 from zencli.config.pretrain import PretrainConfig
 from zencli.errors import ZenError
+from zencli.lexicon.extract import build
+from zencli.lexicon.settings import LexiconConfig
+from zencli.model.sources import checkpoint_kind
 from zencli.tasks.pretraining.rundir import write_marker
+from zencli.text.vocab import write_sidecar
+from zencli.text.vocab_build import build_vocab
 
 
 def vocab_and_lexicon(cfg: PretrainConfig, corpus: list[Path], out: Path, built: list[str], say: Any,
@@ -59,7 +64,6 @@ def _init_files(cfg: PretrainConfig) -> tuple[str | None, Path | None, Path | No
     """(kind, vocab.txt, ngram.txt) of the init checkpoint (files None where it has none)."""
     if cfg.init.pretrained is None:
         return None, None, None
-    from zencli.model.sources import checkpoint_kind
 
     d = Path(cfg.init.pretrained)
     kind = checkpoint_kind(d)
@@ -70,9 +74,6 @@ def _init_files(cfg: PretrainConfig) -> tuple[str | None, Path | None, Path | No
 
 def build_vocab_file(cfg: PretrainConfig, corpus: list[Path], path: Path, say: Any) -> None:
     """Build the recipe's vocabulary from `corpus` into `path` (with its .json sidecar)."""
-    from zencli.text.vocab import write_sidecar
-    from zencli.text.vocab_build import build_vocab
-
     t0 = time.perf_counter()
     lowercase = True if cfg.data.lowercase is None else cfg.data.lowercase
     built = build_vocab(corpus, language=cfg.language, min_freq=cfg.data.vocab_min_freq, size=cfg.data.vocab_size,
@@ -85,9 +86,6 @@ def build_vocab_file(cfg: PretrainConfig, corpus: list[Path], path: Path, say: A
 
 def build_lexicon_file(cfg: PretrainConfig, corpus: list[Path], vocab: Path, path: Path, console: Any) -> str:
     """Build the recipe's n-gram lexicon from `corpus` into `path`; returns the line that describes it."""
-    from zencli.lexicon.extract import build
-    from zencli.lexicon.settings import LexiconConfig
-
     t0 = time.perf_counter()
     lex_cfg = LexiconConfig(
         corpus=corpus, output=path, language=cfg.language,
