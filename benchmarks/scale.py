@@ -85,10 +85,11 @@ def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None) -
     }
 
 
-def stage_command(stage: str, corpus: Path, work: Path, steps: int, workers: int) -> list[str]:
+def stage_command(stage: str, corpus: Path, work: Path, steps: int, workers: int,
+                  lexicon: Path | None = None) -> list[str]:
     py = [sys.executable]
     zen = py + ["-m", "zencli"]
-    ngram = work / "ngram.txt"
+    ngram = lexicon or work / "ngram.txt"
     pt = work / "pretrain"
     common = ["--set", "data.heldout=[]"]
     if stage == "floor-cat":
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=50, help="training steps of the pretrain stage (default 50)")
     ap.add_argument("--workers", type=int, default=1, help="lexicon and shard processes (0: one per CPU core)")
     ap.add_argument("--stages", default=",".join(STAGES), help=f"some of {','.join(STAGES)}")
+    ap.add_argument("--lexicon", type=Path, help="the ngram.txt the data and pretrain stages use (default: the "
+                    "lexicon stage's; with this, leave `lexicon` out of --stages)")
     args = ap.parse_args(argv)
     stages = [s for s in args.stages.split(",") if s]
     unknown = set(stages) - set(STAGES)
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         for stage in stages:
             if stage in entry["stages"] and entry["stages"][stage]["rc"] == 0:
                 continue
-            cmd = stage_command(stage, corpus, work, args.steps, args.workers)
+            cmd = stage_command(stage, corpus, work, args.steps, args.workers,
+                                args.lexicon.resolve() if args.lexicon else None)
             log = work / f"{stage}.log"
             print(f"{name} {stage}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
             r = run_measured(cmd, log, env)
