@@ -18,7 +18,7 @@ Each stage runs as its own process (`python -m zencli ...`, in OUT/NAME/ per cor
 
 Per stage: wall seconds, CPU seconds (user + system of the process and its children, from wait4: a figure a
 busy machine does not inflate), characters per wall second, and the peak RSS of the process tree (the sum over
-the process and its descendants, sampled every 50 ms with psutil) and of its largest process (ru_maxrss).
+the process and its descendants, sampled every 0.25 s with psutil) and of its largest process (ru_maxrss).
 `--workers` is passed to the lexicon and the shards (the recipes' default, 0, is one process per CPU core).
 Writes OUT/scale.json and OUT/scale.md (a Markdown table); a stage already in scale.json for the same corpus
 size is not run again (delete the entry to redo it), so an interrupted run continues.
@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+POLL_S = 0.25  # seconds between RSS samples (ru_maxrss is exact per process; the tree sum is sampled)
 STAGES = ("floor-cat", "floor-python", "lexicon", "data", "pretrain")
 
 FLOOR_PYTHON = (
@@ -74,7 +75,7 @@ def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None) -
             if pid:
                 status = status_code
                 break
-            time.sleep(0.05)
+            time.sleep(POLL_S)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     return {
