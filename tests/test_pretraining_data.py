@@ -287,3 +287,34 @@ def test_parts_hold_whole_documents_at_least_two_each():
     assert all(p[1] == q[0] for p, q in itertools.pairwise(parts))
     assert all(hi - lo >= 2 for lo, hi in parts)
     assert plan_parts(np.array([5, 5]), 128, 1) == [(0, 2)]
+
+
+def test_the_corpus_tokenized_into_files_is_the_corpus_tokenized_in_memory(tmp_path, monkeypatch):
+    """A large corpus is tokenized straight into the work folder (flushed every FLUSH_ITEMS tokens) and read back
+    memory-mapped: the same arrays, hence the same shards, as tokenizing it in memory; the folder is gone after."""
+    from zencli.data.pretraining import corpus as corpus_module
+    from zencli.data.pretraining import generate as generate_module
+    from zencli.text.tokenizer import Tokenizer
+
+    corpus, vocab, lexicon = make_inputs(tmp_path, n_docs=60)
+    tokenizer = Tokenizer.from_vocab(Vocab.load(vocab))
+    in_memory = corpus_module.tokenize_corpus([corpus], tokenizer, "auto")
+    monkeypatch.setattr(corpus_module, "FLUSH_ITEMS", 7)  # many flushes, at document ends
+    on_disk = corpus_module.tokenize_corpus([corpus], tokenizer, "auto", directory=tmp_path / "work")
+    for name in corpus_module.ARRAYS:
+        a, b = getattr(in_memory, name), getattr(on_disk, name)
+        assert isinstance(b, np.memmap) and b.dtype == a.dtype and np.array_equal(a, b), name
+        assert np.array_equal(np.load(tmp_path / "work" / f"{name}.npy"), a)
+    assert on_disk.chars == in_memory.chars and on_disk.n_docs == in_memory.n_docs > 2
+
+    kw = {"max_seq_len": 40, "examples_per_shard": 25, "seed": 7}
+    generate_shards([corpus], vocab, lexicon, tmp_path / "streamed", workers=1, **kw)
+    generate_shards([corpus], vocab, lexicon, tmp_path / "streamed-2", workers=2, **kw)
+    real = generate_module.tokenize_corpus
+    monkeypatch.setattr(generate_module, "tokenize_corpus",
+                        lambda files, tok, layout, on_doc, directory: real(files, tok, layout, on_doc))
+    generate_shards([corpus], vocab, lexicon, tmp_path / "memory", workers=1, **kw)
+    streamed, memory = shard_bytes(tmp_path / "streamed"), shard_bytes(tmp_path / "memory")
+    assert len(streamed) > 11 and streamed == memory == shard_bytes(tmp_path / "streamed-2")
+    assert not any(p.name.startswith(".work") for d in ("streamed", "streamed-2", "memory")
+                   for p in (tmp_path / d).iterdir())

@@ -95,6 +95,32 @@ def test_length_grouped_batches_cover_the_data_resume_and_split_across_ranks():
     assert [a + b for a, b in zip(*halves)] == stream(1, 0, 20)[0]
 
 
+def test_length_grouped_steps_are_those_of_the_int64_version():
+    """The steps held as int32 and written into one array (for corpora of tens of millions of examples) are
+    the steps the earlier int64 version made: a concatenation of int64 copies, group by group."""
+
+    def int64_steps(lengths: np.ndarray, seed: int, epoch: int, stride: int, group: int) -> np.ndarray:
+        lengths = np.asarray(lengths, np.int64)
+        order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
+        order = order[: len(order) // stride * stride]
+        shuffle = np.random.default_rng([seed, epoch, 1])
+        out = []
+        for lo in range(0, len(order), group * stride):
+            chunk = order[lo:lo + group * stride]
+            chunk = chunk[np.argsort(lengths[chunk], kind="stable")].reshape(-1, stride)
+            out.append(chunk[shuffle.permutation(len(chunk))])
+        return np.concatenate(out)
+
+    for n, stride, group, seed in [(1003, 8, 50, 3), (5000, 16, 7, 1), (64, 4, 50, 0), (777, 3, 2, 9)]:
+        lengths = np.random.default_rng(n).integers(3, 129, n)
+        b = LengthGroupedBatches(lengths, lambda ids: ids, seed=seed, group=group)
+        b.configure(micro_batch_size=stride, rank=0, world_size=1)
+        for epoch in (0, 1):
+            steps = b.steps(epoch)
+            assert steps.dtype == np.int32
+            assert np.array_equal(steps, int64_steps(lengths, seed, epoch, stride, group))
+
+
 def test_length_grouped_batches_repeat_a_data_set_smaller_than_one_step():
     from zencli.train.data import LengthGroupedBatches
 

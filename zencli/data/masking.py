@@ -78,6 +78,20 @@ def choose_masked_units(
     return masked
 
 
+def choose_masked_chars(maskable: np.ndarray, rng: np.random.Generator, rate: float = 0.15) -> np.ndarray:
+    """`choose_masked_units(char_units(maskable), maskable, rng, rate)` without the units: every unit is one
+    maskable position, so the first `budget` of the same random permutation are masked (the same draws from
+    `rng`, the same result, without a Python loop over positions)."""
+    masked = np.zeros(len(maskable), dtype=bool)
+    candidates = np.flatnonzero(maskable)
+    if len(candidates) == 0:
+        return masked
+    budget = max(1, int(round(len(candidates) * rate)))
+    order = rng.permutation(len(candidates))
+    masked[candidates[order[:budget]]] = True
+    return masked
+
+
 def char_units(maskable: np.ndarray) -> list[Span]:
     """Character masking (ZEN 1.0 / BERT): every maskable position is its own unit."""
     return [(int(i), int(i) + 1) for i in np.flatnonzero(maskable)]

@@ -274,8 +274,8 @@ class PretrainShards:
     @property
     def lengths(self) -> np.ndarray:
         """[N] tokens of every example (for length-bucketed batches; reads one small column per shard)."""
-        return np.concatenate([np.asarray(self._shard(s).lengths, np.int64) for s in range(len(self.names))]
-                              or [np.zeros(0, np.int64)])
+        return np.concatenate([np.asarray(self._shard(s).lengths, np.int32) for s in range(len(self.names))]
+                              or [np.zeros(0, np.int32)])
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         if not isinstance(i, (int, np.integer)):

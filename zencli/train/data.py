@@ -138,7 +138,7 @@ class LengthGroupedBatches:
     def __init__(self, lengths: np.ndarray, get_batch, *, seed: int = 0, group: int = 50):
         if len(lengths) == 0:
             raise ZenError("training data: the dataset is empty; expected at least one example")
-        self.lengths = np.asarray(lengths, np.int64)
+        self.lengths = np.asarray(lengths, np.int32)  # tokens per example: 4 bytes each, for corpora of any size
         self.get_batch = get_batch
         self.seed = seed
         self.group = group
@@ -176,14 +176,17 @@ class LengthGroupedBatches:
                 reps = -(-self.stride // len(order))
                 order = np.concatenate([order] + [np.random.default_rng([self.seed, epoch, 2, k])
                                                   .permutation(len(self.lengths)) for k in range(1, reps)])
-            order = order[: len(order) // self.stride * self.stride]
+            # Indices as int32 where they fit, and the steps written into one array: a corpus's worth of
+            # examples costs 4 bytes each per array here, not 8 (several times over) as int64 copies.
+            index = np.int32 if len(self.lengths) < 2**31 else np.int64
+            order = order[: len(order) // self.stride * self.stride].astype(index)
             shuffle = np.random.default_rng([self.seed, epoch, 1])
-            out = []
+            steps = np.empty((len(order) // self.stride, self.stride), index)
             for lo in range(0, len(order), self.group * self.stride):
                 chunk = order[lo:lo + self.group * self.stride]
                 chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")].reshape(-1, self.stride)
-                out.append(chunk[shuffle.permutation(len(chunk))])
-            self._epoch_steps = (epoch, np.concatenate(out))
+                steps[lo // self.stride : lo // self.stride + len(chunk)] = chunk[shuffle.permutation(len(chunk))]
+            self._epoch_steps = (epoch, steps)
         return self._epoch_steps[1]
 
     def skip(self, n: int) -> None:

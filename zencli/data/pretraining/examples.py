@@ -10,7 +10,7 @@ import numpy as np
 
 from zencli.data.documents import Pair, make_pairs
 from zencli.data.features import NgramFeaturizer
-from zencli.data.masking import char_units, choose_masked_units, corrupt, merge_with_lexicon
+from zencli.data.masking import choose_masked_chars, choose_masked_units, corrupt, merge_with_lexicon
 from zencli.data.pretraining.settings import MATCH_MAX_N, MERGE_MAX_N, PretrainDataSettings, random_token_ids
 from zencli.data.segmenters import LexiconSegmenter, ModelLoader, lexicon_ngram_set, make_segmenter
 from zencli.data.shards import token_dtype
@@ -96,8 +96,9 @@ class ExampleMaker:
         return columns.arrays(), stats
 
     def _masked_example(self, pair: Pair, rng: np.random.Generator
-                        ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]], np.ndarray]:
-        """`[CLS] A [SEP] B [SEP]` of a pair masked: (ids, corrupted ids, masking units, masked [n] bool)."""
+                        ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]] | None, np.ndarray]:
+        """`[CLS] A [SEP] B [SEP]` of a pair masked: (ids, corrupted ids, masking units (None: single
+        positions), masked [n] bool)."""
         la, lb = len(pair.a), len(pair.b)
         n = la + lb + 3
         ids = np.empty(n, np.int64)
@@ -109,9 +110,10 @@ class ExampleMaker:
         if self.segmenter is not None:
             toks = list(map(self.tokens.__getitem__, ids.tolist()))
             units = self.units(toks, 1, la + 1) + self.units(toks, la + 2, n - 1)
-        else:
-            units = char_units(maskable)
-        masked = choose_masked_units(units, maskable, rng, self.settings.mask_rate)
+            masked = choose_masked_units(units, maskable, rng, self.settings.mask_rate)
+        else:  # character masking: every maskable position is a unit (the same choice, without the unit list)
+            units = None
+            masked = choose_masked_chars(maskable, rng, self.settings.mask_rate)
         inputs, _ = corrupt(ids, masked, rng, self.mask_id, self.random_ids)
         return ids, inputs, units, masked
 
@@ -162,10 +164,11 @@ class _ShardColumns:
 
 
 def _count_masking(stats: dict[str, Any], pair: Pair, ids: np.ndarray, inputs: np.ndarray,
-                   units: list[tuple[int, int]], masked: np.ndarray, pos: np.ndarray, mask_id: int) -> None:
-    """Add one example's token, masking and NSP counts to the shard's statistics."""
+                   units: list[tuple[int, int]] | None, masked: np.ndarray, pos: np.ndarray, mask_id: int) -> None:
+    """Add one example's token, masking and NSP counts to the shard's statistics (`units` None: character
+    masking, one unit per masked position)."""
     n = len(ids)
-    n_units, n_multi = _masked_unit_counts(units, masked)
+    n_units, n_multi = _masked_unit_counts(units, masked) if units is not None else (len(pos), 0)
     stats["tokens"] += n
     stats["maskable"] += n - 3
     stats["masked"] += len(pos)

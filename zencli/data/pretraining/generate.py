@@ -4,6 +4,7 @@ tokenize the corpus, plan the shards and make the missing ones (the stages of `z
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -89,16 +90,22 @@ def generate_shards(
     done = complete_shards(out, fingerprint)
 
     # Read and tokenize on every run (also a resumed one): the plan and the workers need the token ids.
-    corpus, seconds_read = _read_corpus(inputs.files, inputs.tokenizer, settings, console)
-    n_parts, tasks = _plan_shards(corpus, settings, done, out)
-    freqs = np.concatenate([[0], np.asarray(inputs.lexicon.freqs, np.int64)]).astype(np.int64)  # [G+1] by n-gram id
-    atomic_write(out / FREQS_NAME, lambda f: save_npy(f, freqs))
-    header = _manifest_header(inputs, settings, fingerprint, fp_inputs, corpus_info, corpus, n_parts, len(tasks))
-    manifest = ShardManifest(out, header, done, len(tasks))
+    # They go to the work folder as they are made (the workers read them there), removed at the end.
+    work_dir = out / WORK_DIR
+    try:
+        corpus, seconds_read = _read_corpus(inputs.files, inputs.tokenizer, settings, console, work_dir)
+        n_parts, tasks = _plan_shards(corpus, settings, done, out)
+        freqs = np.concatenate([[0], np.asarray(inputs.lexicon.freqs, np.int64)]).astype(np.int64)  # [G+1] by id
+        atomic_write(out / FREQS_NAME, lambda f: save_npy(f, freqs))
+        header = _manifest_header(inputs, settings, fingerprint, fp_inputs, corpus_info, corpus, n_parts,
+                                  len(tasks))
+        manifest = ShardManifest(out, header, done, len(tasks))
 
-    pending = [t for t in tasks if t.index not in done]
-    config = WorkerConfig(inputs.vocab, inputs.lexicon, settings, out, out / WORK_DIR, fingerprint, load_model)
-    made_examples, seconds_generate = _make_shards(pending, manifest, config, corpus, workers, console)
+        pending = [t for t in tasks if t.index not in done]
+        config = WorkerConfig(inputs.vocab, inputs.lexicon, settings, out, work_dir, fingerprint, load_model)
+        made_examples, seconds_generate = _make_shards(pending, manifest, config, corpus, workers, console)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
     return GenerationResult(out, manifest.save(), made=len(pending), reused=len(tasks) - len(pending),
                             seconds_read=seconds_read, seconds_generate=seconds_generate,
                             corpus_chars=corpus.chars, made_examples=made_examples)
@@ -140,8 +147,9 @@ def _load_inputs(corpus_files: Sequence[str | Path], vocab: Vocab | str | Path, 
 
 
 def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainDataSettings,
-                 console: Any) -> tuple[TokenizedCorpus, float]:
-    """The tokenized corpus and the seconds reading it took; fewer than two documents is an error."""
+                 console: Any, work_dir: Path) -> tuple[TokenizedCorpus, float]:
+    """The tokenized corpus (written to `work_dir`, read back memory-mapped) and the seconds reading it
+    took; fewer than two documents is an error."""
     t0 = time.perf_counter()
     with _bars(console) as progress:
         task = progress.add_task("reading", total=None, extra="") if progress else None
@@ -151,7 +159,7 @@ def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainData
                 rate = chars / max(time.perf_counter() - t0, 1e-9)
                 progress.update(task, completed=n_docs, extra=f"{n_docs:,} documents, {rate / 1e6:.2f} M chars/s")
 
-        corpus = tokenize_corpus(files, tokenizer, settings.layout, on_doc)
+        corpus = tokenize_corpus(files, tokenizer, settings.layout, on_doc, directory=work_dir)
     seconds = time.perf_counter() - t0
     if corpus.n_docs == 0:
         raise ZenError(

@@ -46,9 +46,12 @@ class WorkerConfig:
 
 @contextmanager
 def shared_corpus(corpus: TokenizedCorpus, work_dir: Path) -> Iterator[None]:
-    """The tokenized corpus saved in `work_dir` for the workers to load, removed afterwards."""
+    """The tokenized corpus in `work_dir` for the workers to load (saved there unless it was tokenized
+    there: memory-mapped from it), removed afterwards."""
     try:
-        corpus.save(work_dir)
+        mapped = getattr(corpus.ids, "filename", None)
+        if mapped is None or Path(mapped).resolve() != (work_dir / "ids.npy").resolve():
+            corpus.save(work_dir)
         yield
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -69,22 +72,21 @@ def run_shards(pending: list[ShardTask], config: WorkerConfig, n_proc: int,
         _STATE.clear()
 
 
-_STATE: dict[str, Any] = {}  # one worker's config, example maker and corpus (set by _init_worker)
+_STATE: dict[str, Any] = {}  # one worker's config and example maker (set by _init_worker)
 
 
 def _init_worker(config: WorkerConfig) -> None:
     _STATE.clear()
     _STATE["config"] = config
     _STATE["maker"] = ExampleMaker(config.vocab, config.lexicon, config.settings, config.load_model)
-    _STATE["corpus"] = TokenizedCorpus.load(config.work_dir)
 
 
 def _make_shard(task: ShardTask) -> dict[str, Any]:
     config: WorkerConfig = _STATE["config"]
     maker: ExampleMaker = _STATE["maker"]
-    corpus: TokenizedCorpus = _STATE["corpus"]
     t0 = time.perf_counter()
-    docs = corpus.documents(task.doc_lo, task.doc_hi)
+    # Mapped afresh per shard and let go after it, so a worker's resident pages are one part's, not the corpus's.
+    docs = TokenizedCorpus.load(config.work_dir).documents(task.doc_lo, task.doc_hi)
     columns, stats = maker.make(docs, (config.settings.seed, task.round, task.part))
     meta = {
         "name": shard_name(task.index), "index": task.index, "round": task.round, "part": task.part,
