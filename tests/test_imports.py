@@ -17,7 +17,7 @@ PACKAGE = ROOT / "zencli"
 # The top-level parts of zencli, lowest first: a module may import from its own part and from parts before it.
 LAYERS = [
     "zencli",  # zencli/__init__.py: the version
-    "errors", "signals", "atomic_write", "progress", "plain_data", "formatting", "diffs",
+    "errors", "cpus", "signals", "atomic_write", "progress", "plain_data", "formatting", "diffs",
     "text", "lexicon", "data", "model", "train", "metrics", "datasets", "config",
     "tasks", "jobs", "bench", "cli", "__main__",
 ]

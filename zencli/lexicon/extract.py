@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import resource
 import shutil
 import tempfile
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from zencli.atomic_write import atomic_write_text
+from zencli.cpus import usable_cpus
 from zencli.errors import MACHINE_ERRNOS, WriteError, ZenError
 from zencli.lexicon.counting import (
     CountRun,
@@ -190,7 +190,7 @@ def _merge_with_progress(console, cfg: LexiconConfig, counts_files: Sequence[Pat
 
 
 def resolve_workers(workers: int) -> int:
-    return workers if workers > 0 else (os.cpu_count() or 1)
+    return workers if workers > 0 else usable_cpus()
 
 
 @contextmanager

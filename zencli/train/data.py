@@ -25,7 +25,6 @@ More: docs/design.md, "Resumable batch sources".
 from __future__ import annotations
 
 import math
-import os
 import pickle
 import sys
 import traceback
@@ -36,6 +35,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from zencli.cpus import usable_cpus
 from zencli.errors import ZenError
 
 
@@ -221,7 +221,7 @@ def data_workers(setting: DataWorkers, device: torch.device) -> int:
         return setting
     if device.type == "cpu":
         return 0
-    return max(1, min(2, (os.cpu_count() or 1) - 1))
+    return max(1, min(2, usable_cpus() - 1))
 
 
 def prefetch(source: ResumableBatches, workers: DataWorkers, device: torch.device) -> ResumableBatches:

@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from zencli.cpus import usable_cpus
 from zencli.errors import ZenError
 
 # Training collectives: all ranks arrive within a step, except while rank 0 writes a checkpoint (a base
@@ -218,7 +219,7 @@ def launch_local(nproc: int, command: list[str], env: dict[str, str] | None = No
     base = dict(os.environ if env is None else env)
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nproc),
                 LOCAL_WORLD_SIZE=str(nproc))
-    base.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    base.setdefault("OMP_NUM_THREADS", str(max(1, usable_cpus() // nproc)))
     procs: list[subprocess.Popen] = []
     interrupt_codes = (128 + signal.SIGINT, 128 + signal.SIGTERM)
     forwarded = False

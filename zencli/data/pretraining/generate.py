@@ -3,7 +3,6 @@ tokenize the corpus, plan the shards and make the missing ones (the stages of `z
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from zencli.atomic_write import atomic_write
+from zencli.cpus import usable_cpus
 from zencli.data.documents import make_pairs
 from zencli.data.pretraining.corpus import TokenizedCorpus, plan_parts, tokenize_corpus
 from zencli.data.pretraining.report import GenerationResult
@@ -78,7 +78,7 @@ def generate_shards(
     settings.validate()
     if workers < 0:
         raise ZenError(f"workers: expected >= 0, got {workers}")
-    workers = workers or os.cpu_count() or 1
+    workers = workers or usable_cpus()
     inputs = _load_inputs(corpus_files, vocab, lexicon, settings, lowercase, load_model)
     corpus_info, fp_inputs = fingerprint_inputs(settings, inputs.vocab, inputs.lexicon, inputs.tokenizer,
                                                 inputs.files, inputs.segmenter)

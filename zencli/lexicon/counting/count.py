@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zencli.cpus import usable_cpus
 from zencli.errors import ZenError
 from zencli.lexicon.counting.chunk import ChunkBuilder
 from zencli.lexicon.counting.counts_file import MAGIC
@@ -197,7 +197,7 @@ def count_corpus(
     chars_done)` is called a few times a second from this process.
     """
     t0 = time.perf_counter()
-    workers = max(1, workers or os.cpu_count() or 1)
+    workers = max(1, workers or usable_cpus())
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks = plan_tasks(files, workers, chunk_chars, out_dir)
     total_bytes = sum(t.end - t.start for t in tasks)
