@@ -177,10 +177,10 @@ class Task(ABC):
     # return, by these names; zencli.tasks.engine).
     output_names: ClassVar[tuple[str, ...]] = ("logits",)
 
+    @abstractmethod
     def head_outputs(self, head: nn.Module, encoded: Encoded, batch: dict[str, torch.Tensor]
                      ) -> tuple[torch.Tensor, ...]:
         """The head's raw scores of a batch, one tensor per `output_names`; decoding stays with `predict`."""
-        raise NotImplementedError(f"task {self.name}: no head outputs for prediction")
 
     @abstractmethod
     def predict(self, model: nn.Module, inputs: InputPipeline, examples: Sequence[Any],
