@@ -93,3 +93,12 @@ def test_no_fetched_set_says_how_to_get_one(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("ZEN_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(ZenError, match="no benchmark set is fetched; run `zen data fetch NAME`"):
         suite.fetched_sets()
+
+
+def test_every_suite_set_is_a_dataset_that_zen_data_fetch_knows_with_the_same_task():
+    from zencli.datasets.catalog import datasets
+
+    known = datasets()
+    for s in suite.SETS:
+        assert s.name in known, s.name
+        assert known[s.name].task == s.task, s.name

@@ -69,6 +69,9 @@ SETS: tuple[SuiteSet, ...] = (
     SuiteSet("chnsenticorp", "sa", ("train.tsv", "dev.tsv", "test.tsv"), "finetune-chnsenticorp-sa"),
     SuiteSet("chnsenticorp-htl", "sa", ("train.tsv", "dev.tsv", "test.tsv")),
     SuiteSet("online-shopping", "dc", ("train.tsv", "dev.tsv", "test.tsv")),
+    SuiteSet("waimai-10k", "sa", ("train.tsv", "dev.tsv", "test.tsv")),
+    SuiteSet("nlpcc2016-cws", "cws", ("train.txt", "dev.txt", "test.txt")),
+    SuiteSet("cluener", "ner", ("train.tsv", "dev.tsv", "test.tsv")),
     SuiteSet("cmrc2018", "mrc", ("train.json", "heldout.json", "cmrc2018_dev.json"), "finetune-cmrc2018-mrc"),
 )
 BY_NAME = {s.name: s for s in SETS}
