@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -70,6 +71,8 @@ def test_adaptation_grows_the_lexicon_pretrains_and_fine_tunes_from_the_adapted_
     # the continued pretraining ran on that text and changed the weights
     results = json.loads((adapt / "results.json").read_text(encoding="utf-8"))
     assert results["steps"] >= 1 and results["lexicon"]["size"] == len(grown)
+    recipe = yaml.safe_load((adapt / "recipe.yaml").read_text(encoding="utf-8"))
+    assert recipe["data"]["dupe_factor"] == 1  # one masked pass: making the shards counts against the budget
     _, _, adapted = read_zen_checkpoint(adapt / "model")
     assert not torch.equal(adapted["bert.ngram_embeddings.table.weight"], table)
 
