@@ -59,9 +59,19 @@ def test_pretraining_on_two_nodes_equals_two_processes_on_one(tmp_path: Path):
     _same_weights(one, two)
 
 
-def test_finetuning_on_two_nodes_equals_two_processes_on_one(tmp_path: Path):
-    data = str(write_task_data(tmp_path, "ner"))
-    args = ["finetune", "--task", "ner", "--model", str(REF), "--train", data, "--dev", data, "--max-steps", "4",
+def _reviews(tmp: Path) -> str:
+    path = tmp / "sa.tsv"
+    path.write_text("".join(f"{i % 2}\t{'好评如潮' if i % 2 else '服务恶劣'}{'北京上海天津'[i % 6:]}\n" for i in range(16)),
+                    encoding="utf-8")
+    return str(path)
+
+
+# sa: the n-gram bag is fitted first and left out of the training (and of DDP's gradient reduction); few of its
+# batches match an n-gram of the fixture's lexicon, so the n-gram tower goes unused in some steps
+@pytest.mark.parametrize("task", ["ner", "sa"])
+def test_finetuning_on_two_nodes_equals_two_processes_on_one(tmp_path: Path, task: str):
+    data = str(write_task_data(tmp_path, "ner")) if task == "ner" else _reviews(tmp_path)
+    args = ["finetune", "--task", task, "--model", str(REF), "--train", data, "--dev", data, "--max-steps", "4",
             "--quiet", "--set", "model.hidden_dropout_prob=0", "--set", "model.attention_probs_dropout_prob=0",
             "--set", "train.batch_size=4"]
     one, two = tmp_path / "one-node", tmp_path / "two-nodes"

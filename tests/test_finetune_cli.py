@@ -60,6 +60,13 @@ def error(*args: str) -> str:
 # --- the three tasks -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("task,decoder", [("cws", "softmax"), ("pos", "softmax"), ("ner", "crf")])
+def test_without_a_decoder_ner_gets_a_crf_and_the_others_softmax(tmp_path, task, decoder):
+    _, out = finetune(tmp_path, task, steps=1)
+    meta = json.loads((out / "model" / "task.json").read_text(encoding="utf-8"))
+    assert meta["task"]["decoder"] == decoder  # saved resolved: the model loads as it trained
+
+
+@pytest.mark.parametrize("task,decoder", [("cws", "softmax"), ("pos", "softmax"), ("ner", "crf")])
 def test_each_tagging_task_trains_evaluates_every_epoch_and_exports(tmp_path, task, decoder):
     r, out = finetune(tmp_path, task, "--decoder", decoder, "--set", "train.patience=0")
     model_dir = out / "model"

@@ -46,7 +46,7 @@ def finetune(
         "model.encoder", "--encoder", "-e",
         help="zen2 (default), zen1, bert, or chte (from characters; on top of --model when given)."),
     decoder: Optional[str] = keyed("task.decoder", "--decoder", help="Token tasks: softmax or crf (default: crf for "
-                                   "CHTE, softmax otherwise)."),
+                                   "ner and for CHTE, softmax otherwise)."),
     vocab: Optional[Path] = keyed("model.vocab", "--vocab", help="vocab.txt for a model built from scratch."),
     ngram: Optional[Path] = keyed("model.ngram", "--ngram", help="ngram.txt for a ZEN model built from scratch."),
     output: Optional[Path] = keyed("train.output_dir", "--output", "-o", help="Output directory (the model goes to "

@@ -43,7 +43,7 @@ class TaskSection:
     """The task and how its inputs are cut and decoded."""
 
     name: str | None = None  # a registered task: cws, pos, ner, ... (required)
-    decoder: Literal["softmax", "crf"] | None = None  # token tasks; None: crf with CHTE (the paper's), else softmax
+    decoder: Literal["softmax", "crf"] | None = None  # token tasks; None: crf for ner and with CHTE, else softmax
     constrained: bool = True  # token tasks: decode only label sequences the scheme allows (BMES, BIO, ...)
     max_seq_len: int = 128  # tokens per model input, [CLS] and [SEP] included
     stride: int | None = None  # longer inputs: windows start every `stride` tokens; None: half a window

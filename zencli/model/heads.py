@@ -137,16 +137,21 @@ _LEXICON_SALT = 7  # keeps a lexicon id's feature apart from a character with th
 
 
 class NgramBag(nn.Module):
-    """A linear model on the bag of a text's n-grams, added to the head's logits: what a TF-IDF +
-    logistic regression classifier sees, trained jointly with the encoder, so the classifier never has
-    less to go on than a linear model on the same n-grams. A small pretrained encoder carries what it
-    learned on other text; the bag carries the words of this task's domain directly.
+    """A linear model on the bag of a text's n-grams beside the encoder: what a TF-IDF + logistic
+    regression classifier sees, so the classifier never has less to go on than a linear model on the same
+    n-grams. A small pretrained encoder carries what it learned on other text; the bag carries the words
+    of this task's domain directly.
 
     Features of one window: its character 1-, 2- and 3-grams (from input_ids, inside [CLS] … [SEP]) and
     the lexicon n-grams the matcher found (ngram_ids), hashed into `buckets` rows of a [buckets, C]
     table (fastText's trick: no vocabulary to build or save, and a lexicon that grows keeps its features).
-    Each feature has weight 1 / sqrt(features of the window), so a long text does not shout louder than
-    a short one (the L2-normalised counts a TF-IDF vectoriser feeds logistic regression).
+    A feature weighs its inverse document frequency `idf[row]` (0 for rows no training text has, which a
+    TF-IDF vectoriser would not know), and the window's weights are L2-normalised, so a long text does
+    not shout louder than a short one:
+
+        v_f = idf[row_f];   logits = Σ_f table[row_f] · v_f / ‖v‖ + bias        (counts add up: tf · idf)
+
+    A bag saved before it had idf and bias weighs every feature 1 (`bag_state_defaults`).
     """
 
     def __init__(self, num_labels: int, buckets: int = NGRAM_BAG_BUCKETS):
@@ -156,10 +161,12 @@ class NgramBag(nn.Module):
         # touches a few thousand of its rows); a linear model starts at zero
         self.table = nn.Embedding(buckets, num_labels)
         nn.init.zeros_(self.table.weight)
+        self.bias = nn.Parameter(torch.zeros(num_labels))
+        self.register_buffer("idf", torch.ones(buckets))  # set by zencli.tasks.ngram_bag.fit_bag
 
     def features(self, input_ids: Tensor, attention_mask: Tensor, ngram_ids: Tensor | None = None,
                  ngram_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """(feature rows [B, F], weights [B, F]) of a batch; padding features have weight 0."""
+        """(feature rows [B, F], weights [B, F]) of a batch; padding and unseen features have weight 0."""
         ids = input_ids.long()  # [B, L]
         inside = attention_mask.bool().clone()  # [B, L]: the text, not [CLS] / [SEP] / padding
         inside[:, 0] = False
@@ -174,37 +181,57 @@ class NgramBag(nn.Module):
             feats.append(ngram_ids.long() * _PRIME + _LEXICON_SALT)  # [B, M]
             masks.append(ngram_ids > 0 if ngram_mask is None else ngram_mask.bool() & (ngram_ids > 0))
         rows = torch.cat(feats, 1) % self.buckets  # [B, F]
-        keep = torch.cat(masks, 1).float()  # [B, F]
-        weights = keep / keep.sum(1, keepdim=True).clamp(min=1).sqrt()
-        return rows, weights
+        v = torch.cat(masks, 1).float() * self.idf[rows]  # [B, F]
+        # ‖v‖² is 0 (nothing known) or at least 1 (idf ≥ 1): the clamp only guards the empty text
+        return rows, v / (v * v).sum(1, keepdim=True).clamp(min=1).sqrt()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, ngram_ids: Tensor | None = None,
                 ngram_mask: Tensor | None = None) -> Tensor:
         """→ logits [B, C]."""
         rows, weights = self.features(input_ids, attention_mask, ngram_ids, ngram_mask)
-        return (self.table(rows) * weights.unsqueeze(2)).sum(1)  # [B, F, C] → [B, C]
+        return (self.table(rows) * weights.unsqueeze(2)).sum(1) + self.bias  # [B, F, C] → [B, C]
+
+
+def bag_state_defaults(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """`state` with the idf (ones) and bias (zeros) of any n-gram bag saved before it had them: the same
+    logits as when it was saved (every feature weighed 1, no bias)."""
+    out = dict(state)
+    for key, table in state.items():
+        if key.endswith("bag.table.weight"):
+            prefix = key[: -len("table.weight")]
+            out.setdefault(prefix + "idf", torch.ones(table.shape[0], dtype=table.dtype))
+            out.setdefault(prefix + "bias", torch.zeros(table.shape[1], dtype=table.dtype))
+    return out
 
 
 class SequenceClassificationHead(nn.Module):
     """Pooled vector [B, H] → dropout → linear → logits [B, C]; loss: softmax cross-entropy (mean).
 
     With `ngram_bag`, the logits of an NgramBag on the batch's tokens and matched n-grams are added
-    (`forward(..., batch=batch)`); a head saved without it has no `bag.*` weights and loads without it."""
+    (`forward(..., batch=batch)`); a head saved without it has no `bag.*` weights and loads without it.
+    `shares` scales the two parts (encoder, bag) while a fine-tuning trains the encoder alone beside a
+    fitted bag (1, 0) or scores each part on its own; a saved model has its mix folded into the weights,
+    so it loads with (1, 1)."""
 
     def __init__(self, hidden_size: int, num_labels: int, dropout: float = 0.1, ngram_bag: bool = False):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(hidden_size, num_labels)
         self.bag = NgramBag(num_labels) if ngram_bag else None
+        self.shares = (1.0, 1.0)
 
     def forward(self, pooled: Tensor, labels: Tensor | None = None, batch: dict[str, Tensor] | None = None
                 ) -> HeadOutput:
+        encoder_share, bag_share = self.shares
         logits = self.classifier(self.dropout(pooled))  # [B, C]
-        if self.bag is not None:
+        if encoder_share != 1.0:
+            logits = logits * encoder_share
+        if self.bag is not None and bag_share != 0.0:
             if batch is None:
                 raise ValueError("a head with an n-gram bag needs the batch (its input_ids and ngram_ids)")
-            logits = logits + self.bag(batch["input_ids"], batch["attention_mask"], batch.get("ngram_ids"),
-                                       batch.get("ngram_attention_mask"))
+            bag = self.bag(batch["input_ids"], batch["attention_mask"], batch.get("ngram_ids"),
+                           batch.get("ngram_attention_mask"))
+            logits = logits + (bag if bag_share == 1.0 else bag_share * bag)
         loss = F.cross_entropy(logits.float(), labels) if labels is not None else None
         return HeadOutput(logits, loss)
 

@@ -71,6 +71,8 @@ class Task(ABC):
     # `task.ngram_bag` when null (a new fine-tuning); None: the task has no n-gram bag. A saved model whose
     # task.json lacks the key has none (it predates the bag)
     ngram_bag_default: ClassVar[bool | None] = None
+    # `task.decoder` when null, for token tasks on ZEN/BERT (CHTE: always crf, the paper's)
+    decoder_default: ClassVar[str] = "softmax"
 
     def __init__(self, settings: TaskSection, state: dict[str, Any]):
         self.check_settings(settings)

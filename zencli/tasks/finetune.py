@@ -43,7 +43,7 @@ from zencli.tasks.base import Task, task_class
 from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, save_task_model
 from zencli.tasks.network_build import build_task_model
-from zencli.tasks.ngram_bag import fit_bag
+from zencli.tasks.ngram_bag import BAG_FIT, fit_bag, mix_on_dev
 from zencli.tasks.predict import predict_examples
 from zencli.tasks.run_checks import Baseline, end_warnings, majority_baseline, plan_line
 from zencli.tasks.scoring import Evaluation, GoldData
@@ -141,9 +141,11 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
                        head_scale=s.head_lr_scale if cfg.model.pretrained is not None else 1.0)
     bag = getattr(model.head, "bag", None)
     if bag is not None:  # no encoder pass: cheap; a resumed run's checkpoint then replaces what it fitted
-
         started = time.perf_counter()
-        notes.append(fit_bag(bag, records, pad_id=inputs.pad_id, seed=s.seed))
+        notes.append(fit_bag(bag, records, pad_id=inputs.pad_id))
+        if splits.dev is not None:  # the encoder trains alone; the two are mixed on dev at the end
+            model.head.shares = (1.0, 0.0)
+            bag.requires_grad_(False)  # out of the optimizer, and of DDP's gradient reduction
         if s.max_minutes is not None:  # the budget covers it
             s.max_minutes = round(max(s.max_minutes - (time.perf_counter() - started) / 60, 0.05), 2)
     model_dir = Path(s.output_dir) / MODEL_DIR
@@ -151,7 +153,7 @@ def run_finetune(cfg: FinetuneConfig, *, console: Console | None = None, show_pr
         "task": to_dict(splits.settings), "state": task.state(), "model": to_dict(cfg.model),
         "encoder": spec.encoder, "chte": spec.chte, "inputs": spec.inputs.to_dict(),
         "data": {k: _file_id(getattr(cfg.data, k)) for k in ("train", "dev")}, "format": cfg.data.format,
-        "examples": len(records),
+        "examples": len(records), "ngram_bag": BAG_FIT if bag is not None else None,
     }
     warnings = []
     if spec.encoder is not None:  # CHTE from characters builds its vocabulary from this very data
@@ -235,7 +237,7 @@ def _read_splits(cfg: FinetuneConfig) -> _Splits:
         raise ZenError("data.train: no training file; give it in the recipe or with --train")
     settings = replace(cfg.task)
     if settings.decoder is None:
-        settings.decoder = "crf" if cfg.model.encoder == "chte" else "softmax"
+        settings.decoder = "crf" if cfg.model.encoder == "chte" else task_cls.decoder_default
     if settings.ngram_bag is None and task_cls.ngram_bag_default is not None:
         settings.ngram_bag = task_cls.ngram_bag_default  # saved resolved, so the model loads as it trained
 
@@ -274,8 +276,9 @@ def _train_settings(cfg: FinetuneConfig, task: Task, model, n_records: int, *, h
         if s.best_metric is not None or s.patience != type(s).patience:
             notes.append("no dev file: train.best_metric / patience have nothing to watch; the last model is kept")
         s.best_metric, s.patience = None, 0
-    if not task.uses_pooled and model.encoder is not None:
-        s.find_unused_parameters = True  # DDP: the unused pooler gets no gradient
+    if model.encoder is not None and (not task.uses_pooled or model.encoder.config.has_ngrams):
+        # DDP: the unused pooler gets no gradient, nor does the n-gram tower in a batch without a matched n-gram
+        s.find_unused_parameters = True
     s.validate()
     return s, steps_per_epoch, why
 
@@ -293,6 +296,11 @@ def _export(cfg: FinetuneConfig, s, splits: _Splits, model, inputs, spec, last_s
         model.load_state_dict(state["model"])
         chosen = state["step"]
         say(f"best dev {s.best_metric} {state['value']:.4f} at step {chosen}: exporting that model", highlight=False)
+    if getattr(model.head, "bag", None) is not None and model.head.shares == (1.0, 0.0):
+        model.eval()
+        note = mix_on_dev(model, task, inputs, splits.dev, s.best_metric)
+        final.notes.append(note)
+        say(f"note: {escape(note)}", highlight=False, soft_wrap=True)
     save_task_model(model, inputs, spec, model_dir)
     atomic_write_text(out / "recipe.yaml", _yaml(cfg))
     model.eval()

@@ -40,6 +40,7 @@ from zencli.model.checkpoint import (
 from zencli.model.chte import ChteConfig, ChteEncoder
 from zencli.model.config import read_json
 from zencli.model.encoder import ZenModel
+from zencli.model.heads import bag_state_defaults
 from zencli.model.names import zen_state
 from zencli.tasks.base import Task, task_class
 from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline, InputSettings
@@ -220,4 +221,5 @@ def _load_weights(model: TaskModel, weights: Path) -> None:
             state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a dict)
     except (SafetensorError, OSError, ValueError) as e:
         raise ZenError(f"{weights}: cannot read weights ({e}); the file is truncated or not safetensors") from None
-    load_strict(model, zen_state(state), str(weights))  # a model saved before zen's own names: the released ones
+    # a model saved before zen's own names (the released ones), or before the n-gram bag had idf and bias
+    load_strict(model, bag_state_defaults(zen_state(state)), str(weights))

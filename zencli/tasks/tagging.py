@@ -506,6 +506,9 @@ class NerTask(TaggingTask):
     name = "ner"
     description = ("named entity recognition (BIO/IOBES/BMES per char, strict entity F1; or per word, "
                    "conlleval entity F1)")
+    # entities are spans: a CRF's transitions score them whole (Weibo, 2 seeds: +3.4 F1 over softmax;
+    # docs/results.md), as the built-in NER recipes already chose
+    decoder_default = "crf"
 
     def units(self, labels: Sequence[str]) -> list[Span]:
         return spans_from_labels(labels, self.scheme)  # entities, at either level

@@ -58,7 +58,8 @@ def mark_sparse_embeddings(model: nn.Module, min_rows: int) -> list[nn.Embedding
     marked = []
     for module in model.modules():
         if (isinstance(module, nn.Embedding) and not module.sparse and module.num_embeddings >= min_rows
-                and module.max_norm is None and names_per_param.get(id(module.weight), 0) == 1):
+                and module.max_norm is None and names_per_param.get(id(module.weight), 0) == 1
+                and module.weight.requires_grad):  # a frozen table (a fitted n-gram bag) gets no gradient
             module.sparse = True
             marked.append(module)
     return marked
