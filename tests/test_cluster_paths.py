@@ -61,8 +61,8 @@ def test_pretraining_on_two_nodes_equals_two_processes_on_one(tmp_path: Path):
 
 def _reviews(tmp: Path) -> str:
     path = tmp / "sa.tsv"
-    path.write_text("".join(f"{i % 2}\t{'好评如潮' if i % 2 else '服务恶劣'}{'北京上海天津'[i % 6:]}\n" for i in range(16)),
-                    encoding="utf-8")
+    lines = (f"{i % 2}\t{'好评如潮' if i % 2 else '服务恶劣'}{'北京上海天津'[i % 6:]}\n" for i in range(16))
+    path.write_text("".join(lines), encoding="utf-8")
     return str(path)
 
 

@@ -26,9 +26,9 @@ from zencli.config.loading import from_dict
 from zencli.data.readers import TextExample
 from zencli.errors import ZenError
 from zencli.model.heads import NgramBag
-from zencli.tasks.ngram_bag import STRENGTH, fit_bag
 from zencli.tasks.finetune import run_finetune
 from zencli.tasks.model_dir import load_task_model
+from zencli.tasks.ngram_bag import STRENGTH, fit_bag
 
 runner = CliRunner()
 

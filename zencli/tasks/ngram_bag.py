@@ -158,4 +158,5 @@ def mix_on_dev(model: Any, task: Any, inputs: Any, dev: Any, metric: str) -> str
         head.bag.table.weight.mul_(bag_share)
         head.bag.bias.mul_(bag_share)
     return (f"n-gram bag and encoder mixed on dev: θ = {theta:.2f} (encoder share) gives dev {metric} "
-            f"{100 * scores[theta]:.2f}; the encoder alone {100 * scores[1.0]:.2f}, the bag alone {100 * scores[0.0]:.2f}")
+            f"{100 * scores[theta]:.2f}; the encoder alone {100 * scores[1.0]:.2f}, "
+            f"the bag alone {100 * scores[0.0]:.2f}")
