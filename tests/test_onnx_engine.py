@@ -59,8 +59,10 @@ def _build(tmp: Path, name: str):
     if name == "sa-bag":
         t, model, inputs, spec, gold = tiny_task(tmp, "sa", write(tmp / "train.tsv", keyword_lines(20, 0)),
                                                  "task.ngram_bag=true")
-        with torch.no_grad():  # a bag that adds something (it starts at zero)
+        with torch.no_grad():  # a bag that adds something (it starts at zero), some features unseen (idf 0)
             model.head.bag.table.weight.normal_(0, 0.5)
+            model.head.bag.idf.uniform_(-1.0, 3.0).clamp_(min=0.0)
+            model.head.bag.bias.normal_(0, 0.5)
         return t, model, inputs, spec, gold
     if name == "spm":
         return tiny_task(tmp, "spm", write(tmp / "train.tsv", pair_lines(10, 0)))
@@ -138,6 +140,26 @@ def test_the_int8_export_loads_and_mostly_agrees(exported):
     assert len(int8) == len(fp32)
     assert sum(a == b for a, b in zip(fp32, int8)) >= 0.8 * len(fp32)
     assert load_onnx(onnx_dir, dtype="int8").dtype == "int8"
+
+
+def test_zen_evaluate_scores_the_same_with_either_engine(exported, tmp_path):
+    model_dir, onnx_dir = exported["sa-bag"]
+    data = write(tmp_path / "dev.tsv", keyword_lines(12, 5))
+
+    def scores(*args: str) -> dict:
+        r = runner.invoke(app, ["evaluate", *args, "--data", str(data), "--json", "-"], catch_exceptions=False)
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    torch_scores = scores(str(model_dir), "--dtype", "fp32")
+    onnx_scores = scores(str(onnx_dir), "--engine", "onnx")
+    assert onnx_scores["total"] == torch_scores["total"] == 12
+    for key in ("main_score", "accuracy", "macro_f1", "correct"):
+        assert onnx_scores[key] == torch_scores[key], key
+    int8 = scores(str(onnx_dir), "--engine", "onnx", "--dtype", "int8")
+    assert int8["total"] == 12 and 0.0 <= int8["main_score"] <= 1.0
+    r = runner.invoke(app, ["evaluate", "--task", "sa", "--gold", str(data), "--pred", str(data), "--engine", "onnx"])
+    assert "--engine goes with MODEL --data FILE" in str(r.exception)
 
 
 def test_engine_errors_are_one_line(exported, tmp_path):

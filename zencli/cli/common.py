@@ -34,6 +34,8 @@ DTYPE_OPTION = typer.Option(
 
 # Flags renamed since: old → new. A command that takes the new flag refuses the old one in one line naming the
 # new one (`refuse_renamed_flags`), rather than Click's "No such option". `--precision` also names P in P/R/F.
+ENGINE_OPTION = typer.Option("torch", "--engine", help="torch (MODEL: a model directory) or onnx (MODEL: the folder "
+                             "of `zen model export --format onnx`; fp32, or --dtype int8).")
 RENAMED_FLAGS = {"--precision": "--dtype"}
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from zencli.atomic_write import atomic_write_text
-from zencli.cli.common import DTYPE_OPTION, console, err_console
+from zencli.cli.common import DTYPE_OPTION, ENGINE_OPTION, console, err_console
 from zencli.errors import ZenError
 
 if TYPE_CHECKING:
@@ -64,18 +64,21 @@ def evaluate(
         None, "--metric", help="mrc: cmrc2018 (the CMRC 2018 script) or squad (SQuAD v1.1's, for Arabic-SQuAD / "
         "ARCD); default: the model's task.metric, else cmrc2018."
     ),
+    engine: str = ENGINE_OPTION,
 ) -> None:
     """Score predictions: word P/R/F (cws), entity F1 (ner), joint F1 (pos), accuracy, MRR, EM/F1.
 
-    Usage: zen evaluate --task T --gold GOLD --pred PRED, or zen evaluate MODEL --data FILE [--task T]."""
+    Usage: zen evaluate --task T --gold GOLD --pred PRED, or zen evaluate MODEL --data FILE [--task T]
+    [--engine onnx]."""
     if model is not None:
         if train_words is not None or pred_format is not None:
             flag = "--train-words" if train_words is not None else "--pred-format"
             raise ZenError(f"{flag} goes with --gold/--pred; MODEL --data FILE scores the model's own predictions")
-        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device, dtype, metric)
+        evaluation = _evaluate_model(model, data, task, gold, pred, fmt, batch_size, device, dtype, metric, engine)
     else:
-        if dtype != "auto":
-            raise ZenError("--dtype goes with MODEL --data FILE; --gold/--pred scores predictions already made")
+        for flag, value, default in (("--dtype", dtype, "auto"), ("--engine", engine, "torch")):
+            if value != default:
+                raise ZenError(f"{flag} goes with MODEL --data FILE; --gold/--pred scores predictions already made")
         evaluation = _evaluate_files(data, task, gold, pred, train_words, fmt, pred_format, metric)
     report = evaluation.to_dict()
     if json_out == "-":
@@ -100,8 +103,8 @@ def _check_metric(metric: Optional[str], task: str) -> None:
 
 def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold: Optional[Path],
                     pred: Optional[Path], fmt: str, batch_size: Optional[int], device: str, dtype: str,
-                    metric: Optional[str]) -> Evaluation:
-    from zencli.tasks.inference import load_for_inference
+                    metric: Optional[str], engine: str) -> Evaluation:
+    from zencli.tasks.engine import load_engine
     from zencli.tasks.predict import evaluate_model
 
     if gold is not None or pred is not None:
@@ -114,8 +117,8 @@ def _evaluate_model(model: str, data: Optional[Path], task: Optional[str], gold:
                        f"model/ folder), or `zen evaluate --task T --gold GOLD --pred PRED` to score a prediction file")
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
-    loaded = load_for_inference(model, device=device, dtype=dtype,
-                                say=lambda text: err_console.print(text, highlight=False, soft_wrap=True))
+    loaded = load_engine(model, engine=engine, device=device, dtype=dtype,
+                         say=lambda text: err_console.print(text, highlight=False, soft_wrap=True))
     if task is not None and task != loaded.task.name:
         raise ZenError(f"--task {task}: {loaded.path} is a {loaded.task.name} model; omit --task or give "
                        f"--task {loaded.task.name}")

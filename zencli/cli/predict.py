@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from zencli.cli.common import DTYPE_OPTION, WORKDIR_OPTION, err_console
+from zencli.cli.common import DTYPE_OPTION, ENGINE_OPTION, WORKDIR_OPTION, err_console
 from zencli.errors import ZenError
 from zencli.jobs.workspace import Workspace
 
@@ -54,29 +54,19 @@ def predict(
                                               "time (default 256; 1 when reading a terminal)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     dtype: str = DTYPE_OPTION,
-    engine: str = typer.Option("torch", "--engine", help="torch (MODEL: a model directory) or onnx (MODEL: the "
-                               "folder of `zen model export --format onnx`; fp32, or --dtype int8)."),
+    engine: str = ENGINE_OPTION,
 ) -> None:
     """Predict: one example per input line, output in input order (empty lines stay empty lines).
 
     Usage: zen predict [MODEL] < input.txt > output.txt   (no MODEL: the latest `zen finetune` of the workspace)"""
-    from zencli.tasks.inference import load_for_inference
+    from zencli.tasks.engine import load_engine
     from zencli.tasks.predict import STDIN, predict_stream, predict_to_file, read_stream
     from zencli.text.reading import iter_lines
 
     if batch_size is not None and batch_size < 1:
         raise ZenError(f"--batch-size: expected >= 1, got {batch_size}")
     path = resolve_model(model, model_option, workdir)
-    if engine == "onnx":
-        from zencli.tasks.engine import load_onnx
-
-        if device == "cuda":
-            raise ZenError("--device cuda: the onnx engine runs on the CPU")
-        loaded = load_onnx(path, dtype=dtype, say=_say)
-    elif engine == "torch":
-        loaded = load_for_inference(path, device=device, dtype=dtype, say=_say)
-    else:
-        raise ZenError(f"--engine: expected torch or onnx, got {engine!r}")
+    loaded = load_engine(path, engine=engine, device=device, dtype=dtype, say=_say)
     if model is None and model_option is None:  # say which model the workspace gave (stderr: stdout is data)
         from rich.markup import escape
 

@@ -41,6 +41,7 @@ from zencli.model.checkpoint import NGRAM_NAME, VOCAB_NAME
 from zencli.model.config import read_json
 from zencli.model.export_mode import exporting
 from zencli.tasks.base import task_class
+from zencli.tasks.inference import load_for_inference
 from zencli.tasks.inputs import BIGRAMS_NAME, BigramTable, InputPipeline
 from zencli.tasks.model_dir import TASK_NAME, LoadedModel, load_task_model, read_spec
 from zencli.tasks.network import ENCODER_KEYS, TaskModel
@@ -215,6 +216,22 @@ class OnnxTaskModel:
 
 def is_onnx_export(path: str | Path) -> bool:
     return (Path(path) / ONNX_CONFIG).is_file()
+
+
+ENGINES = ("torch", "onnx")
+
+
+def load_engine(path: str | Path, *, engine: str, device: str = "auto", dtype: str = "auto",
+                say: Callable[[str], None] | None = None) -> LoadedModel:
+    """A model ready to predict through `engine`: torch (a model directory) or onnx (an export folder of
+    `zen model export --format onnx`, on the CPU)."""
+    if engine == "onnx":
+        if device == "cuda":
+            raise ZenError("--device cuda: the onnx engine runs on the CPU")
+        return load_onnx(path, dtype=dtype, say=say)
+    if engine == "torch":
+        return load_for_inference(path, device=device, dtype=dtype, say=say)
+    raise ZenError(f"--engine: expected {' or '.join(ENGINES)}, got {engine!r}")
 
 
 def load_onnx(path: str | Path, *, dtype: str = "auto", threads: int | None = None,
