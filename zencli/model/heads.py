@@ -181,9 +181,13 @@ class NgramBag(nn.Module):
             feats.append(ngram_ids.long() * _PRIME + _LEXICON_SALT)  # [B, M]
             masks.append(ngram_ids > 0 if ngram_mask is None else ngram_mask.bool() & (ngram_ids > 0))
         rows = torch.cat(feats, 1) % self.buckets  # [B, F]
-        v = torch.cat(masks, 1).float() * self.idf[rows]  # [B, F]
+        return rows, self.normalised(torch.cat(masks, 1).float() * self.idf[rows])  # [B, F] each
+
+    @staticmethod
+    def normalised(v: Tensor) -> Tensor:
+        """Feature weights [..., F] divided by their L2 norm over the last axis."""
         # ‖v‖² is 0 (nothing known) or at least 1 (idf ≥ 1): the clamp only guards the empty text
-        return rows, v / (v * v).sum(1, keepdim=True).clamp(min=1).sqrt()
+        return v / (v * v).sum(-1, keepdim=True).clamp(min=1).sqrt()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, ngram_ids: Tensor | None = None,
                 ngram_mask: Tensor | None = None) -> Tensor:

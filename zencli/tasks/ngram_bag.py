@@ -43,19 +43,16 @@ MIX_STEPS = 21  # θ = 0, 0.05, …, 1
 _FEATURE_CHUNK = 1024  # records featurised per collate call
 
 
-def _rows(bag: NgramBag, records: Sequence[dict], pad_id: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per record its feature rows and their weights under the bag's current idf (weight-0 ones left out)."""
-    rows, weights = [], []
+def _rows(bag: NgramBag, records: Sequence[dict], pad_id: int) -> list[torch.Tensor]:
+    """Per record its feature rows (padding left out)."""
+    rows = []
     with torch.no_grad():
         for c0 in range(0, len(records), _FEATURE_CHUNK):
             batch = collate(list(records[c0:c0 + _FEATURE_CHUNK]), pad_id=pad_id)
             r, w = bag.features(batch["input_ids"], batch["attention_mask"], batch.get("ngram_ids"),
                                 batch.get("ngram_attention_mask"))  # [b, F], [b, F]
-            for ri, wi in zip(r, w):
-                keep = wi > 0
-                rows.append(ri[keep])
-                weights.append(wi[keep])
-    return rows, weights
+            rows += [ri[wi > 0] for ri, wi in zip(r, w)]
+    return rows
 
 
 def _matrix(rows: list[torch.Tensor], weights: list[torch.Tensor], column: torch.Tensor, width: int) -> torch.Tensor:
@@ -105,8 +102,8 @@ def fit_bag(bag: NgramBag, records: Sequence[dict], *, pad_id: int, strength: fl
     """Fit `bag` alone as a TF-IDF logistic regression on `records` (their `labels`): its idf, table and bias.
     A note for the user."""
     start = time.perf_counter()
-    bag.idf.fill_(1.0)
-    rows, _ = _rows(bag, records, pad_id)
+    bag.idf.fill_(1.0)  # every feature counts while finding them
+    rows = _rows(bag, records, pad_id)
     y = torch.as_tensor(np.stack([np.asarray(r["labels"]) for r in records])).long()  # [N]
     columns = torch.unique(torch.cat(rows))  # the rows the training texts have, sorted
     column = torch.full((bag.buckets,), -1, dtype=torch.long)
@@ -118,7 +115,7 @@ def fit_bag(bag: NgramBag, records: Sequence[dict], *, pad_id: int, strength: fl
     with torch.no_grad():
         bag.idf.zero_()  # an n-gram no training text has weighs nothing (nor counts in the norm)
         bag.idf[columns] = torch.log((1 + n) / (1 + df)) + 1  # sklearn's smoothed idf
-    x = _matrix(*_rows(bag, records, pad_id), column, len(columns))
+    x = _matrix(rows, [bag.normalised(bag.idf[r]) for r in rows], column, len(columns))
     w = torch.zeros(len(columns), bag.table.weight.shape[1])
     b = torch.zeros(w.shape[1])
     _lbfgs(x, _transpose(x), y, w, b, strength, max_iter)
