@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lexicon", type=Path, help="the ngram.txt the data and pretrain stages use (default: the "
                     "lexicon stage's; with this, leave `lexicon` out of --stages)")
     args = ap.parse_args(argv)
+    args.out = args.out.resolve()  # the stages run in the repository root: a relative OUT would land there
     stages = [s for s in args.stages.split(",") if s]
     unknown = set(stages) - set(STAGES)
     if unknown:

@@ -215,6 +215,30 @@ def test_blocked_positions_drop_covering_ngrams_before_the_cap():
         f.featurize(text, blocked=np.zeros(4, bool))
 
 
+def test_padded_slots_with_blocked_positions_equal_the_records_slots():
+    """A shard's examples are matched as one padded grid with their masked positions blocked: the same slots,
+    in the same order, as featurize_batch gives for the examples one list each."""
+    rng = np.random.default_rng(0)
+    f = NgramFeaturizer(VOCAB, LEXICON, max_seq_len=24)
+    a = [rng.integers(5, 13, size=int(rng.integers(1, 10))) for _ in range(60)]
+    b = [rng.integers(5, 13, size=int(rng.integers(1, 10))) for _ in range(60)]
+    n_tok = np.array([len(x) + len(y) + 3 for x, y in zip(a, b)])
+    grid = np.zeros((60, 24), np.int64)
+    blocked = np.zeros((60, 24), bool)
+    for i, (x, y) in enumerate(zip(a, b)):
+        grid[i, : n_tok[i]] = [VOCAB.cls_id, *x, VOCAB.sep_id, *y, VOCAB.sep_id]
+        blocked[i, : n_tok[i]] = rng.random(n_tok[i]) < 0.15
+    records = f.featurize_batch(a, b, blocked=[blocked[i, : n_tok[i]] for i in range(60)])
+    m = f.slots_of_padded(grid, n_tok, np.array([len(x) for x in a]), blocked=blocked)
+    want = [(i, s, n, g) for i, r in enumerate(records)
+            for g, s, n in zip(r["ngram_ids"].tolist(), r["ngram_starts"].tolist(), r["ngram_lengths"].tolist())]
+    assert list(zip(m.seq.tolist(), m.start.tolist(), m.length.tolist(), m.ngram_id.tolist())) == want
+    assert len(want) > 20  # the lexicon matched, and blocking dropped some but not all
+    assert len(want) < len(f.slots_of_padded(grid, n_tok, np.array([len(x) for x in a])))
+    with pytest.raises(ValueError, match="blocked has shape"):
+        f.slots_of_padded(grid, n_tok, np.array([len(x) for x in a]), blocked=blocked[:, :5])
+
+
 def test_matcher_argument_and_its_range_checked():
     m = NgramMatcher.from_lexicon(LEXICON, VOCAB.get, 2, 8)
     f = NgramFeaturizer(VOCAB, m, rules="released", max_seq_len=32)

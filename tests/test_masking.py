@@ -6,6 +6,7 @@ import pytest
 from zencli.data.masking import (
     char_units,
     choose_masked_chars,
+    choose_masked_chars_batch,
     choose_masked_units,
     corrupt,
     drop_covering_masked,
@@ -87,3 +88,40 @@ def test_char_masking_without_units_is_char_units_masking(rate):
         slow = choose_masked_units(char_units(maskable), maskable, b, rate)
         assert np.array_equal(fast, slow)
         assert a.random() == b.random()  # the generator is left in the same state
+
+
+def test_batch_char_masking_masks_each_row_s_budget_uniformly():
+    """Every row gets max(1, round(15% of its maskable positions)) of them (none without any), nothing else;
+    over many draws each maskable position is as likely as the others; the same seed, the same masks."""
+    shape_rng = np.random.default_rng(7)
+    maskable = shape_rng.random((300, 50)) < 0.8
+    maskable[0] = False
+    maskable[1] = False
+    maskable[1, 3] = True  # one maskable position: masked, budget max(1, 0)
+    masked = choose_masked_chars_batch(maskable, np.random.default_rng(0), 0.15)
+    assert not (masked & ~maskable).any()
+    want = [0 if m == 0 else max(1, int(round(0.15 * m))) for m in maskable.sum(1).tolist()]
+    assert masked.sum(1).tolist() == want
+    assert np.array_equal(masked, choose_masked_chars_batch(maskable, np.random.default_rng(0), 0.15))
+    hits = np.zeros(50)
+    row = np.ones((1, 50), bool)
+    rng = np.random.default_rng(1)
+    for _ in range(2000):
+        hits += choose_masked_chars_batch(row, rng, 0.2)[0]
+    assert hits.sum() == 2000 * 10
+    assert np.abs(hits / 2000 - 0.2).max() < 0.05  # each position near 10 / 50 (sd 0.009)
+
+
+def test_corruption_of_a_batch_is_the_corruption_of_its_rows_laid_end_to_end():
+    rng = np.random.default_rng(3)
+    ids = rng.integers(10, 100, size=(40, 30))
+    masked = rng.random((40, 30)) < 0.3
+    batch_in, batch_labels = corrupt(ids, masked, np.random.default_rng(5), mask_id=4, random_ids=np.arange(10, 100))
+    flat_in, flat_labels = corrupt(ids.reshape(-1), masked.reshape(-1), np.random.default_rng(5), mask_id=4,
+                                   random_ids=np.arange(10, 100))
+    assert np.array_equal(batch_in.reshape(-1), flat_in) and np.array_equal(batch_labels.reshape(-1), flat_labels)
+    assert (batch_in[masked] == 4).mean() == pytest.approx(0.8, abs=0.05)
+    view = ids[:, ::2]  # not contiguous: corrupted all the same
+    got, _ = corrupt(view, masked[:, ::2], np.random.default_rng(5), mask_id=4, random_ids=np.arange(10, 100))
+    assert (got[masked[:, ::2]] != view[masked[:, ::2]]).any() and np.array_equal(got[~masked[:, ::2]],
+                                                                                  view[~masked[:, ::2]])

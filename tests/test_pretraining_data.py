@@ -243,6 +243,24 @@ def test_other_settings_in_the_same_folder_are_an_error_unless_overwrite(tmp_pat
         generate_shards([corpus], vocab, lexicon, out, max_seq_len=40, seed=2)
 
 
+def test_complete_shards_of_earlier_draws_are_kept_an_unfinished_run_is_not(tmp_path):
+    """Shards made before the draws changed (`DRAWS`) hold valid examples of the same settings: a complete
+    set is used as it is; an unfinished one is not continued with other draws."""
+    corpus, vocab, lexicon = make_inputs(tmp_path, n_docs=20)
+    out = tmp_path / "out"
+    generate_shards([corpus], vocab, lexicon, out, max_seq_len=40, seed=1)
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    del manifest["inputs"]["draws"]
+    manifest["fingerprint"] = "made-by-earlier-draws"
+    (out / MANIFEST_NAME).write_text(json.dumps(manifest))
+    result = generate_shards([corpus], vocab, lexicon, out, max_seq_len=40, seed=1)
+    assert result.made == 0 and result.reused == manifest["n_shards"]
+    manifest["complete"] = False
+    (out / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(ZenError, match=r"holds shards made with other settings \(draws"):
+        generate_shards([corpus], vocab, lexicon, out, max_seq_len=40, seed=1)
+
+
 def test_layout_line_splits_documents_into_sentences(tmp_path):
     corpus, vocab, lexicon = make_inputs(tmp_path, n_docs=30, blank_lines=False)
     out = tmp_path / "out"

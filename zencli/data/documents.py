@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Literal
 
@@ -83,7 +84,9 @@ class Pair:
 
 
 def _windows(ids: list[int], size: int) -> list[list[int]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)] or [[]]
+    if len(ids) <= size:  # most sentences: the list itself (no one changes it)
+        return [ids]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 def make_pairs(
@@ -101,7 +104,7 @@ def make_pairs(
     if max_tokens < 2:
         raise ZenError(f"max_seq_len: expected at least 5 for sentence pairs, got {max_seq_len}")
     half = max(1, max_tokens // 2)
-    docs = [[w for s in doc for w in _windows(list(s), half) if w] for doc in docs]
+    docs = [[w for s in doc for w in _windows(s if type(s) is list else list(s), half) if w] for doc in docs]
     docs = [d for d in docs if d]
     if len(docs) < 2:
         raise ZenError(
@@ -109,48 +112,49 @@ def make_pairs(
             "random-next segments: add documents (blank line between documents, or one document per line)"
         )
     pairs: list[Pair] = []
+    draw = _Draws(rng)
     for di, doc in enumerate(docs):
         target = max_tokens
-        if rng.random() < short_seq_prob:
-            target = int(rng.integers(2, max_tokens + 1))
+        if draw.random() < short_seq_prob:
+            target = draw.integers(2, max_tokens + 1)
         chunk: list[list[int]] = []
         length = 0
         i = 0
         while i < len(doc):
             seg = doc[i]
             if chunk and length + len(seg) > target:
-                pair, i = _pair_from_chunk(chunk, docs, di, target, rng, i)
+                pair, i = _pair_from_chunk(chunk, docs, di, target, draw, i)
                 pairs.append(pair)
                 chunk, length = [], 0
-                target = max_tokens if rng.random() >= short_seq_prob else int(rng.integers(2, max_tokens + 1))
+                target = max_tokens if draw.random() >= short_seq_prob else draw.integers(2, max_tokens + 1)
                 continue
             chunk.append(seg)
             length += len(seg)
             i += 1
             if i == len(doc) and chunk:
-                pair, i = _pair_from_chunk(chunk, docs, di, target, rng, i)
+                pair, i = _pair_from_chunk(chunk, docs, di, target, draw, i)
                 pairs.append(pair)
                 chunk, length = [], 0
     return pairs
 
 
 def _pair_from_chunk(
-    chunk: list[list[int]], docs: list[list[list[int]]], di: int, target: int, rng: np.random.Generator, next_i: int
+    chunk: list[list[int]], docs: list[list[list[int]]], di: int, target: int, draw: _Draws, next_i: int
 ) -> tuple[Pair, int]:
     """Split a chunk into A and B (true next) or A and a random B; also returns where the document resumes."""
-    if len(chunk) == 1 and len(chunk[0]) >= 2 and rng.random() >= 0.5:
+    if len(chunk) == 1 and len(chunk[0]) >= 2 and draw.random() >= 0.5:
         # A lone segment (a one-sentence paragraph, common in `line` layout) is cut at a random point so
         # it can still give a true-next pair; otherwise NSP would be dominated by random-next pairs.
-        cut = int(rng.integers(1, len(chunk[0])))
+        cut = draw.integers(1, len(chunk[0]))
         return Pair(list(chunk[0][:cut]), list(chunk[0][cut:]), False), next_i
-    a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
-    a = [t for seg in chunk[:a_end] for t in seg]
-    if len(chunk) == 1 or rng.random() < 0.5:
+    a_end = draw.integers(1, len(chunk)) if len(chunk) >= 2 else 1
+    a = list(chain.from_iterable(chunk[:a_end]))
+    if len(chunk) == 1 or draw.random() < 0.5:
         # Random next: B from another document; the unused segments of this chunk are revisited.
-        other = int(rng.integers(0, len(docs) - 1))
+        other = draw.integers(0, len(docs) - 1)
         other += other >= di
         odoc = docs[other]
-        start = int(rng.integers(0, len(odoc)))
+        start = draw.integers(0, len(odoc))
         b: list[int] = []
         budget = max(1, target - len(a))
         for seg in odoc[start:]:
@@ -158,8 +162,29 @@ def _pair_from_chunk(
             if len(b) >= budget:
                 break
         return Pair(a, b[:budget], True), next_i - (len(chunk) - a_end)
-    b = [t for seg in chunk[a_end:] for t in seg]
+    b = list(chain.from_iterable(chunk[a_end:]))
     return Pair(a, b, False), next_i
+
+
+class _Draws:
+    """Uniform draws from a numpy Generator taken a block at a time: one scalar call costs about a microsecond
+    (`integers`, several), which made the draws a large share of the pairs' time."""
+
+    BLOCK = 4096
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.buf: list[float] = []
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        if not self.buf:
+            self.buf = self.rng.random(self.BLOCK).tolist()[::-1]
+        return self.buf.pop()
+
+    def integers(self, lo: int, hi: int) -> int:
+        """An int in [lo, hi), each equally likely."""
+        return min(hi - 1, lo + int(self.random() * (hi - lo)))  # min: u · n may round up to n
 
 
 def tokenize_documents(

@@ -192,17 +192,20 @@ class NgramFeaturizer:
         return records
 
     def slots_of_padded(self, ids: np.ndarray, n_tok: np.ndarray, len_a: np.ndarray,
-                        rng: np.random.Generator | None = None) -> Matches:
+                        rng: np.random.Generator | None = None, blocked: np.ndarray | None = None) -> Matches:
         """The slots of whole sequences `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` laid out in a padded
         [B, W] id array (n_tok[i] tokens, len(A) = len_a[i]): the same slots, in the same order, that
         `featurize_batch` gives for those segments. For sequences made in the training step (replaced-token
-        detection matches the text its discriminator sees, after sampling); nothing is blocked. `rng`: the
-        ZEN 1.0 released rules' draws (None: this featurizer's own generator)."""
+        detection matches the text its discriminator sees, after sampling) and for a shard's examples made
+        all at once (`blocked`: bool [B, W], the positions no n-gram may cover). `rng`: the ZEN 1.0 released
+        rules' draws (None: this featurizer's own generator)."""
         n_tok = np.asarray(n_tok, np.int64).reshape(-1)
         len_a = np.asarray(len_a, np.int64).reshape(-1)
         offsets = np.zeros(len(n_tok) + 1, np.int64)
         np.cumsum(n_tok, out=offsets[1:])
-        return self._select(self.matcher.match_batch(ids, n_tok), len_a, n_tok, offsets, None, rng=rng)
+        if blocked is not None and blocked.shape != ids.shape:
+            raise ValueError(f"blocked has shape {blocked.shape}; expected the ids' {ids.shape}")
+        return self._select(self.matcher.match_batch(ids, n_tok), len_a, n_tok, offsets, blocked, rng=rng)
 
     # ------------------------------------------------------------------ internals
 
@@ -228,7 +231,7 @@ class NgramFeaturizer:
         len_a: np.ndarray,
         n_tok: np.ndarray,
         offsets: np.ndarray,
-        blocked: Sequence[np.ndarray | None] | None,
+        blocked: Sequence[np.ndarray | None] | np.ndarray | None,
         excluded: Sequence[np.ndarray | None] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Matches:
@@ -238,7 +241,11 @@ class NgramFeaturizer:
         end = start + m.length
         sep_a = (len_a + 1).take(seq)  # index of the first [SEP]
         keep = (start >= 1) & (end <= n_tok.take(seq) - 1) & ((end <= sep_a) | (start > sep_a))
-        if blocked is not None:
+        if isinstance(blocked, np.ndarray) and blocked.ndim == 2:  # padded [B, W] (slots_of_padded)
+            csum = np.zeros((blocked.shape[0], blocked.shape[1] + 1), np.int64)
+            np.cumsum(blocked, axis=1, out=csum[:, 1:])
+            keep &= csum[seq, end] - csum[seq, start] == 0
+        elif blocked is not None:
             keep &= ~self._covers_blocked(m, n_tok, offsets, blocked)
         if excluded is not None:
             keep &= ~_is_excluded(m, excluded)

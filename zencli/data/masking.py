@@ -92,6 +92,22 @@ def choose_masked_chars(maskable: np.ndarray, rng: np.random.Generator, rate: fl
     return masked
 
 
+def choose_masked_chars_batch(maskable: np.ndarray, rng: np.random.Generator, rate: float = 0.15) -> np.ndarray:
+    """Character masking of every row of `maskable` [N, L] at once, with one draw for the whole batch: row i
+    gets a uniformly random subset of its m_i maskable positions, of size max(1, round(rate · m_i)) (0 when
+    m_i = 0), as `choose_masked_chars` gives one row. Returns bool [N, L]."""
+    n, length = maskable.shape
+    n_maskable = maskable.sum(1)  # [N]
+    budget = np.where(n_maskable > 0, np.maximum(1, np.rint(n_maskable * rate)), 0)  # [N]; rint: round half to even
+    keys = rng.random((n, length))
+    keys[~maskable] = 2.0  # after every maskable position in the sort
+    order = np.argsort(keys, axis=1)  # [N, L] each row's positions in random order, maskable ones first
+    take = np.arange(length)[None, :] < budget[:, None]  # [N, L] the first budget_i of row i
+    masked = np.zeros((n, length), dtype=bool)
+    masked[np.nonzero(take)[0], order[take]] = True
+    return masked
+
+
 def char_units(maskable: np.ndarray) -> list[Span]:
     """Character masking (ZEN 1.0 / BERT): every maskable position is its own unit."""
     return [(int(i), int(i) + 1) for i in np.flatnonzero(maskable)]
@@ -106,18 +122,20 @@ def corrupt(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Apply 80/10/10 corruption at masked positions.
 
-    ids: int [L]; random_ids: the token ids a random replacement may draw (no special tokens).
-    Returns (input_ids [L], labels [L]) with labels = original id at masked positions and -100 elsewhere.
+    ids: int [L] (or any shape: a batch [N, L] takes one draw per masked position, in row-major order);
+    random_ids: the token ids a random replacement may draw (no special tokens).
+    Returns (input_ids, labels), shaped as ids, with labels = original id at masked positions and -100 elsewhere.
     """
-    inputs = ids.copy()
-    labels = np.full_like(ids, -100)
+    inputs = np.array(ids, order="C")  # a C-ordered copy, so that the flat views below write into it
+    labels = np.full(ids.shape, -100, ids.dtype)
+    flat_in, flat_ids, flat_labels = inputs.reshape(-1), ids.reshape(-1), labels.reshape(-1)
     pos = np.flatnonzero(masked)
-    labels[pos] = ids[pos]
+    flat_labels[pos] = flat_ids[pos]
     roll = rng.random(len(pos))
-    inputs[pos[roll < 0.8]] = mask_id
+    flat_in[pos[roll < 0.8]] = mask_id
     rand_pos = pos[(roll >= 0.8) & (roll < 0.9)]
     if len(rand_pos):
-        inputs[rand_pos] = random_ids[rng.integers(0, len(random_ids), size=len(rand_pos))]
+        flat_in[rand_pos] = random_ids[rng.integers(0, len(random_ids), size=len(rand_pos))]
     return inputs, labels
 
 

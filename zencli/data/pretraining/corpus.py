@@ -38,14 +38,14 @@ class TokenizedCorpus:
 
     def documents(self, lo: int, hi: int) -> list[list[list[int]]]:
         """Documents lo..hi-1 as lists of sentences of token ids (what make_pairs takes)."""
-        so = self.sent_offsets
-        out = []
-        for d in range(lo, hi):
-            s0, s1 = int(self.doc_offsets[d]), int(self.doc_offsets[d + 1])
-            flat = self.ids[so[s0] : so[s1]].tolist()
-            bounds = (so[s0 : s1 + 1] - so[s0]).tolist()
-            out.append([flat[bounds[k] : bounds[k + 1]] for k in range(len(bounds) - 1)])
-        return out
+        # one read of the range's ids and offsets (a memory-mapped slice per document costs more than its copy)
+        docs = np.asarray(self.doc_offsets[lo : hi + 1]).tolist()
+        so = np.asarray(self.sent_offsets[docs[0] : docs[-1] + 1])
+        flat = np.asarray(self.ids[so[0] : so[-1]]).tolist()
+        bounds = (so - so[0]).tolist()
+        base = docs[0]
+        return [[flat[bounds[k - base] : bounds[k + 1 - base]] for k in range(s0, s1)]
+                for s0, s1 in zip(docs[:-1], docs[1:])]
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ import numpy as np
 
 from zencli.data.documents import Pair, make_pairs
 from zencli.data.features import NgramFeaturizer
-from zencli.data.masking import choose_masked_chars, choose_masked_units, corrupt, merge_with_lexicon
+from zencli.data.masking import choose_masked_chars_batch, choose_masked_units, corrupt, merge_with_lexicon
 from zencli.data.pretraining.settings import MATCH_MAX_N, MERGE_MAX_N, PretrainDataSettings, random_token_ids
 from zencli.data.segmenters import LexiconSegmenter, ModelLoader, lexicon_ngram_set, make_segmenter
 from zencli.data.shards import token_dtype
@@ -63,137 +63,96 @@ class ExampleMaker:
 
     def make(self, docs: list[list[list[int]]], seeds: Sequence[int]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The shard columns and statistics of one part's documents; `seeds` (seed, round, part) alone
-        decide the random choices."""
+        decide the random choices. The shard's examples are laid out in one [N, max_seq_len] grid and
+        masked, corrupted and matched all at once: `rng` draws the pairs, then every example's masked
+        positions (character masking: one draw for the shard; whole n-gram masking: example by example, as
+        the segmenter's units are per example), then the corruption of all masked positions."""
         s = self.settings
         rng = np.random.default_rng(list(seeds))
         pairs = make_pairs(docs, s.max_seq_len, rng, s.short_seq_prob)
+        grid = _PairGrid(pairs, self.cls_id, self.sep_id, self.pad_id, s.max_seq_len)
+        if self.segmenter is None:  # every maskable position is its own unit
+            masked = choose_masked_chars_batch(grid.maskable, rng, s.mask_rate)
+            n_units, n_multi = int(masked.sum()), 0
+        else:
+            masked, n_units, n_multi = self._masked_units(grid, rng)
+        inputs, _ = corrupt(grid.ids, masked, rng, self.mask_id, self.random_ids)  # [N, L]
         featurizer = slot_featurizer(self.vocab, self.matcher, s,
                                      seed=int(np.random.SeedSequence([*seeds, 1]).generate_state(1)[0]))
-        n_ex = len(pairs)
-        columns = _ShardColumns(n_ex, s.max_seq_len, self.pad_id, self.dtype)
-        stats = {"examples": n_ex, "tokens": 0, "maskable": 0, "masked": 0, "masked_as_mask": 0,
-                 "masked_as_random": 0, "masked_units": 0, "masked_multi_token_units": 0,
-                 "nsp_random": 0, "ngram_slots": 0, "max_slots": 0}
-        # Masking draws from `rng` example by example, in order; n-gram matching draws nothing from it,
-        # so it can run batched, a chunk of corrupted examples at a time.
-        for c0 in range(0, n_ex, FEATURIZE_CHUNK):
-            seg_as, seg_bs, blocked = [], [], []
-            for i in range(c0, min(c0 + FEATURIZE_CHUNK, n_ex)):
-                pair = pairs[i]
-                ids, inputs, units, masked = self._masked_example(pair, rng)
-                la, n = len(pair.a), len(ids)
-                seg_as.append(inputs[1 : la + 1])
-                seg_bs.append(inputs[la + 2 : n - 1])
-                blocked.append(masked)
-                pos = np.flatnonzero(masked)
-                columns.add_example(i, pair, ids, pos)
-                _count_masking(stats, pair, ids, inputs, units, masked, pos, self.mask_id)
-            records = featurizer.featurize_batch(seg_as, seg_bs, blocked=blocked)
-            for i, rec in zip(range(c0, c0 + len(records)), records):
-                columns.add_slots(i, rec)
-                stats["ngram_slots"] += len(rec["ngram_ids"])
-                stats["max_slots"] = max(stats["max_slots"], len(rec["ngram_ids"]))
-        return columns.arrays(), stats
-
-    def _masked_example(self, pair: Pair, rng: np.random.Generator
-                        ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]] | None, np.ndarray]:
-        """`[CLS] A [SEP] B [SEP]` of a pair masked: (ids, corrupted ids, masking units (None: single
-        positions), masked [n] bool)."""
-        la, lb = len(pair.a), len(pair.b)
-        n = la + lb + 3
-        ids = np.empty(n, np.int64)
-        ids[0], ids[la + 1], ids[n - 1] = self.cls_id, self.sep_id, self.sep_id
-        ids[1 : la + 1] = pair.a
-        ids[la + 2 : n - 1] = pair.b
-        maskable = np.ones(n, bool)
-        maskable[[0, la + 1, n - 1]] = False
-        if self.segmenter is not None:
-            toks = list(map(self.tokens.__getitem__, ids.tolist()))
-            units = self.units(toks, 1, la + 1) + self.units(toks, la + 2, n - 1)
-            masked = choose_masked_units(units, maskable, rng, self.settings.mask_rate)
-        else:  # character masking: every maskable position is a unit (the same choice, without the unit list)
-            units = None
-            masked = choose_masked_chars(maskable, rng, self.settings.mask_rate)
-        inputs, _ = corrupt(ids, masked, rng, self.mask_id, self.random_ids)
-        return ids, inputs, units, masked
-
-
-class _ShardColumns:
-    """The columns of one shard (`zencli.data.shards`), filled example by example; the ragged ones are
-    kept as lists and stored flat with offsets."""
-
-    def __init__(self, n_ex: int, max_seq_len: int, pad_id: int, dtype: np.dtype):
-        self.dtype = dtype
-        self.input_ids = np.full((n_ex, max_seq_len), pad_id, dtype)
-        self.lengths = np.empty(n_ex, np.uint16)
-        self.seg_a = np.empty(n_ex, np.uint16)
-        self.nsp = np.empty(n_ex, np.uint8)
-        self.mlm_pos: list[np.ndarray] = []
-        self.mlm_ids: list[np.ndarray] = []
-        self.slot_ids: list[np.ndarray] = []
-        self.slot_starts: list[np.ndarray] = []
-        self.slot_lengths: list[np.ndarray] = []
-
-    def add_example(self, i: int, pair: Pair, ids: np.ndarray, pos: np.ndarray) -> None:
-        """Example i's lengths, NSP label and MLM targets (`pos`: its masked positions)."""
-        self.lengths[i], self.seg_a[i], self.nsp[i] = len(ids), len(pair.a) + 2, pair.is_random_next
-        self.mlm_pos.append(pos.astype(np.uint16))
-        self.mlm_ids.append(ids[pos].astype(self.dtype))
-
-    def add_slots(self, i: int, rec: dict[str, np.ndarray]) -> None:
-        """Example i's (corrupted) input ids and n-gram slots, from its featurized record."""
-        self.input_ids[i, : len(rec["input_ids"])] = rec["input_ids"]
-        self.slot_ids.append(rec["ngram_ids"])
-        self.slot_starts.append(rec["ngram_starts"].astype(np.uint16))
-        self.slot_lengths.append(rec["ngram_lengths"].astype(np.uint8))
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "input_ids": self.input_ids,
-            "lengths": self.lengths,
-            "seg_a": self.seg_a,
-            "nsp_labels": self.nsp,
-            "mlm_offsets": _offsets(self.mlm_pos),
-            "mlm_positions": _concat(self.mlm_pos, np.uint16),
-            "mlm_ids": _concat(self.mlm_ids, self.dtype),
-            "ngram_offsets": _offsets(self.slot_ids),
-            "ngram_ids": _concat(self.slot_ids, np.int32),
-            "ngram_starts": _concat(self.slot_starts, np.uint16),
-            "ngram_lengths": _concat(self.slot_lengths, np.uint8),
+        # n-grams matched on the corrupted ids, none covering a masked position; a chunk at a time bounds
+        # the matcher's memory
+        slots = [featurizer.slots_of_padded(inputs[c0 : c0 + FEATURIZE_CHUNK], grid.lengths[c0 : c0 + FEATURIZE_CHUNK],
+                                            grid.len_a[c0 : c0 + FEATURIZE_CHUNK],
+                                            blocked=masked[c0 : c0 + FEATURIZE_CHUNK])
+                 for c0 in range(0, grid.n, FEATURIZE_CHUNK)]
+        slot_seq = np.concatenate([m.seq + c0 for m, c0 in zip(slots, range(0, grid.n, FEATURIZE_CHUNK))])
+        rows, cols = np.nonzero(masked)  # row-major: each example's masked positions in order
+        per_example = np.bincount(slot_seq, minlength=grid.n)
+        columns = {
+            "input_ids": inputs.astype(self.dtype),
+            "lengths": grid.lengths.astype(np.uint16),
+            "seg_a": (grid.len_a + 2).astype(np.uint16),
+            "nsp_labels": grid.nsp.astype(np.uint8),
+            "mlm_offsets": _offsets_of(masked.sum(1)),
+            "mlm_positions": cols.astype(np.uint16),
+            "mlm_ids": grid.ids[rows, cols].astype(self.dtype),
+            "ngram_offsets": _offsets_of(per_example),
+            "ngram_ids": np.concatenate([m.ngram_id for m in slots]).astype(np.int32),
+            "ngram_starts": np.concatenate([m.start for m in slots]).astype(np.uint16),
+            "ngram_lengths": np.concatenate([m.length for m in slots]).astype(np.uint8),
         }
+        at_masked = inputs[rows, cols]
+        stats = {"examples": grid.n, "tokens": int(grid.lengths.sum()), "maskable": int(grid.maskable.sum()),
+                 "masked": len(rows), "masked_as_mask": int((at_masked == self.mask_id).sum()),
+                 "masked_as_random": int(((at_masked != self.mask_id) & (at_masked != columns["mlm_ids"])).sum()),
+                 "masked_units": n_units, "masked_multi_token_units": n_multi, "nsp_random": int(grid.nsp.sum()),
+                 "ngram_slots": len(slot_seq), "max_slots": int(per_example.max(initial=0))}
+        return columns, stats
+
+    def _masked_units(self, grid: _PairGrid, rng: np.random.Generator) -> tuple[np.ndarray, int, int]:
+        """Whole n-gram masking of every example, in order: (masked [N, L], masked units, masked units of
+        more than one token)."""
+        masked = np.zeros_like(grid.maskable)
+        n_units = n_multi = 0
+        for i, (n, la) in enumerate(zip(grid.lengths.tolist(), grid.len_a.tolist())):
+            toks = list(map(self.tokens.__getitem__, grid.ids[i, :n].tolist()))
+            units = self.units(toks, 1, la + 1) + self.units(toks, la + 2, n - 1)
+            row = choose_masked_units(units, grid.maskable[i, :n], rng, self.settings.mask_rate)
+            masked[i, :n] = row
+            for s, e in units:
+                if row[s]:
+                    n_units += 1
+                    n_multi += e - s > 1
+        return masked, n_units, n_multi
 
 
-def _count_masking(stats: dict[str, Any], pair: Pair, ids: np.ndarray, inputs: np.ndarray,
-                   units: list[tuple[int, int]] | None, masked: np.ndarray, pos: np.ndarray, mask_id: int) -> None:
-    """Add one example's token, masking and NSP counts to the shard's statistics (`units` None: character
-    masking, one unit per masked position)."""
-    n = len(ids)
-    n_units, n_multi = _masked_unit_counts(units, masked) if units is not None else (len(pos), 0)
-    stats["tokens"] += n
-    stats["maskable"] += n - 3
-    stats["masked"] += len(pos)
-    stats["masked_as_mask"] += int((inputs[pos] == mask_id).sum())
-    stats["masked_as_random"] += int(((inputs[pos] != mask_id) & (inputs[pos] != ids[pos])).sum())
-    stats["masked_units"] += n_units
-    stats["masked_multi_token_units"] += n_multi
-    stats["nsp_random"] += int(pair.is_random_next)
+class _PairGrid:
+    """A shard's NSP pairs as `[CLS] A [SEP] B [SEP]` rows of an [N, L] grid (padding after each)."""
+
+    def __init__(self, pairs: Sequence[Pair], cls_id: int, sep_id: int, pad_id: int, max_seq_len: int):
+        self.n = n = len(pairs)
+        self.len_a = np.fromiter((len(p.a) for p in pairs), np.int64, n)  # [N]
+        self.lengths = self.len_a + np.fromiter((len(p.b) for p in pairs), np.int64, n) + 3  # [N]
+        self.nsp = np.fromiter((p.is_random_next for p in pairs), bool, n)  # [N]
+        flat: list[int] = []
+        for p in pairs:
+            flat.append(cls_id)
+            flat += p.a
+            flat.append(sep_id)
+            flat += p.b
+            flat.append(sep_id)
+        rows = np.repeat(np.arange(n), self.lengths)  # [T] the example of each token
+        cols = np.arange(len(flat)) - np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)  # [T]
+        self.ids = np.full((n, max_seq_len), pad_id, np.int64)  # [N, L]
+        self.ids[rows, cols] = flat
+        self.maskable = np.zeros((n, max_seq_len), bool)  # [N, L]: the text, not [CLS] / [SEP] / padding
+        self.maskable[rows, cols] = True
+        every = np.arange(n)
+        self.maskable[every, 0] = self.maskable[every, self.len_a + 1] = self.maskable[every, self.lengths - 1] = False
 
 
-def _masked_unit_counts(units: list[tuple[int, int]], masked: np.ndarray) -> tuple[int, int]:
-    """(masked units, masked units of more than one token)."""
-    n = multi = 0
-    for s, e in units:
-        if masked[s]:
-            n += 1
-            multi += e - s > 1
-    return n, multi
-
-
-def _offsets(parts: list[np.ndarray]) -> np.ndarray:
-    out = np.zeros(len(parts) + 1, np.int64)
-    np.cumsum([len(p) for p in parts], out=out[1:])
+def _offsets_of(counts: np.ndarray) -> np.ndarray:
+    """[N+1] int64 offsets of ragged rows with `counts` [N] items."""
+    out = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=out[1:])
     return out
-
-
-def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from zencli.data.pretraining.report import shard_totals
-from zencli.data.pretraining.settings import PretrainDataSettings
+from zencli.data.pretraining.settings import DRAWS, PretrainDataSettings
 from zencli.data.pretraining.workers import WORK_DIR
 from zencli.data.shards import (
     FORMAT,
@@ -45,7 +45,7 @@ def fingerprint_inputs(settings: PretrainDataSettings, vocab: Vocab, lexicon: Le
     corpus_info = [{"path": str(f), "sha256": file_checksum(check_readable(f)), "bytes": f.stat().st_size}
                    for f in files]
     inputs = {
-        "format": FORMAT, "version": FORMAT_VERSION, "settings": asdict(settings),
+        "format": FORMAT, "version": FORMAT_VERSION, "draws": DRAWS, "settings": asdict(settings),
         "vocab": vocab_checksum(vocab), "lexicon": lexicon_checksum(lexicon),
         "corpus": [c["sha256"] for c in corpus_info],
         "tokenizer": {"lowercase": tokenizer.lowercase, "strip_accents": tokenizer.strip_accents},
@@ -68,7 +68,7 @@ def open_output(out: Path, fingerprint: str, inputs: dict[str, Any], overwrite: 
         _clear_outputs(out)
     elif (out / MANIFEST_NAME).exists():
         old = read_manifest(out)
-        if old.get("fingerprint") != fingerprint:
+        if old.get("fingerprint") != fingerprint and not _earlier_draws(old, inputs):
             why = first_difference(old.get("inputs", {}), inputs) or "?"
             raise ZenError(f"{out}: holds shards made with other settings ({why}); "
                            "use another output folder or --overwrite")
@@ -77,6 +77,15 @@ def open_output(out: Path, fingerprint: str, inputs: dict[str, Any], overwrite: 
     for p in _leftovers(out):  # of an interrupted run
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     return None
+
+
+def _earlier_draws(old: dict[str, Any], inputs: dict[str, Any]) -> bool:
+    """True for a complete set of shards that differs from this run's only in being made by earlier draws
+    (`DRAWS`): valid examples of the same settings, kept rather than made again."""
+    if not old.get("complete"):
+        return False
+    unversioned = {k: v for k, v in json.loads(json.dumps(inputs)).items() if k != "draws"}
+    return "draws" not in old.get("inputs", {}) and old.get("inputs") == unversioned
 
 
 def complete_shards(out_dir: Path, fingerprint: str) -> dict[int, dict[str, Any]]:

@@ -19,6 +19,9 @@ MASKING = ("ngram", "char")
 LAYOUTS = ("auto", "blank-line", "line")
 MERGE_MAX_N = 8  # longest unit (in tokens) that merging segmenter pieces may build; the lexicon's limit
 MATCH_MAX_N = 8  # longest n-gram the matcher finds (the "zen" rules' default)
+# How a shard's random choices are drawn from its seeds (in the fingerprint: other draws, other bytes). 2: a
+# shard's examples masked and corrupted all at once (`ExampleMaker.make`); before, example by example.
+DRAWS = 2
 _UNUSED = re.compile(r"\[unused\d+\]")
 
 
