@@ -370,3 +370,30 @@ def test_disk_full_on_metrics_and_lexicon_counts_names_the_file(tmp_path, monkey
         with _temp_folder(cfg, tmp_path / "lex") as folder:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as a counting worker's error arrives
     assert not folder.exists()
+
+
+def test_disk_full_in_the_lexicon_merge_is_one_line_naming_its_folder(tmp_path, monkeypatch):
+    """The merge's sorted runs are numpy files; numpy writes a real file with ndarray.tofile, whose short write
+    is an OSError without errno (a traceback at 1G characters). Through save_npy every write goes through the
+    file's `write`, so a full disk arrives as ENOSPC and ends in the lexicon's one-line error."""
+    import zencli.atomic_write as atomic
+    from zencli.lexicon.extract import build
+    from zencli.lexicon.settings import LexiconConfig
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(["中国人民银行在北京", "北京大学的学生在中国"] * 30) + "\n", encoding="utf-8")
+    writes = []
+
+    class FullStream:
+        def __init__(self, f):
+            def write(data):
+                writes.append(len(data))
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.write = write
+
+    monkeypatch.setattr(atomic, "_Stream", FullStream)
+    cfg = LexiconConfig(corpus=[corpus], output=tmp_path / "ngram.txt", min_freq=2, min_entropy=0.5, workers=1)
+    with pytest.raises(WriteError, match=r"cannot write: No space left on device; the n-gram counts are written"):
+        build(cfg)
+    assert writes  # the merge wrote through the stream
+    assert not list(tmp_path.glob(".zen-lexicon-*"))  # its temp folder removed

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from zencli.errors import WriteError, ZenError, os_error_in
 
 
@@ -71,3 +73,20 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+class _Stream:
+    """A file that np.save sees as a plain stream, so it writes through `write`: a full disk then raises
+    the OS's OSError (ENOSPC), not ndarray.tofile's errno-less "N requested and M written"."""
+
+    def __init__(self, f: BinaryIO):
+        self.write = f.write
+
+
+def save_npy(f: BinaryIO | str | Path, array: np.ndarray) -> None:
+    """np.save(f, array) to an open file or a path, a failed write reported with its errno (see _Stream)."""
+    if isinstance(f, (str, Path)):
+        with open(f, "wb") as out:
+            np.save(_Stream(out), array)
+    else:
+        np.save(_Stream(f), array)

@@ -34,11 +34,11 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
-from zencli.atomic_write import atomic_write_text
+from zencli.atomic_write import atomic_write_text, save_npy
 from zencli.errors import WriteError, ZenError
 from zencli.lexicon.ngram_file import Lexicon
 from zencli.text.vocab import Vocab
@@ -98,19 +98,6 @@ def file_checksum(path: str | Path) -> str:
 
 # ----------------------------------------------------------------------------------------------------
 # writing
-
-
-class _Stream:
-    """A file that np.save sees as a plain stream, so it writes through `write`: a full disk then raises
-    the OS's OSError (ENOSPC), not ndarray.tofile's errno-less "N requested and M written"."""
-
-    def __init__(self, f: BinaryIO):
-        self.write = f.write
-
-
-def save_npy(f: BinaryIO, array: np.ndarray) -> None:
-    """np.save(f, array), a failed write reported with its errno (see _Stream)."""
-    np.save(_Stream(f), array)
 
 
 def write_shard(out_dir: Path, index: int, columns: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> Path:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 import numpy as np
 
+from zencli.atomic_write import save_npy
 from zencli.data.documents import read_documents
 from zencli.text.tokenizer import Tokenizer
 
@@ -50,7 +51,7 @@ class TokenizedCorpus:
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for name in ARRAYS:
-            np.save(directory / f"{name}.npy", getattr(self, name))
+            save_npy(directory / f"{name}.npy", getattr(self, name))
 
     @classmethod
     def load(cls, directory: Path, chars: int = 0) -> TokenizedCorpus:

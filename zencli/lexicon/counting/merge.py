@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zencli.atomic_write import save_npy
 from zencli.errors import ZenError
 from zencli.lexicon.counting.counts_file import CountsSection
 from zencli.lexicon.counting.frequent import FrequentNgrams
@@ -99,7 +100,7 @@ class _TokenEnds:
         for i, s in enumerate(sections):
             tok = np.array([all_id[t] for t in s.table], dtype=np.int32)
             path = tmp_dir / f"ends-{i:05d}-1.npy"
-            np.save(path, np.stack([tok, tok]))  # [2, V_local]: first, last token
+            save_npy(path, np.stack([tok, tok]))  # [2, V_local]: first, last token
             self.paths.append(path)
         self.next_paths: list[Path] = []
 
@@ -110,7 +111,7 @@ class _TokenEnds:
         first, last = e[0][pre], e[1][suf]
         if keep:
             path = self.tmp_dir / f"ends-{i:05d}-{n}.npy"
-            np.save(path, np.stack([first, last]))
+            save_npy(path, np.stack([first, last]))
             self.next_paths.append(path)
         return first, last
 
@@ -154,7 +155,7 @@ class _Merge:
         result.counts[1] = np.array([totals[t] for t in tokens], dtype=np.int64)
         for i, s in enumerate(sections):
             path = self.tmp_dir / f"map-{i:05d}-1.npy"
-            np.save(path, np.array([gid.get(t, -1) for t in s.table], dtype=np.int32))
+            save_npy(path, np.array([gid.get(t, -1) for t in s.table], dtype=np.int32))
             self.maps.append(path)
         if entropy:
             self.ends = _TokenEnds(sections, totals, tokens, self.tmp_dir)
@@ -234,7 +235,7 @@ class _Merge:
                 m = np.full(_section_len(s, n), -1, dtype=np.int32)
                 m[sp.local()[found]] = pos[found]
                 path = self.tmp_dir / f"map-{i:05d}-{n}.npy"
-                np.save(path, m)
+                save_npy(path, m)
                 new_maps.append(path)
                 del m, pos, found, local_keys
             sp.delete()

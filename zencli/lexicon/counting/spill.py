@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from zencli.atomic_write import save_npy
+
 
 class Spill:
     """One section's level-n entries on disk: sorted int64 keys, counts, and (optionally) local indices."""
@@ -17,10 +19,10 @@ class Spill:
     def __init__(self, folder: Path, name: str, keys: np.ndarray, counts: np.ndarray, local: np.ndarray | None = None):
         self.base = folder / name
         self.size = len(keys)
-        np.save(f"{self.base}-k.npy", keys)
-        np.save(f"{self.base}-c.npy", counts)
+        save_npy(f"{self.base}-k.npy", keys)
+        save_npy(f"{self.base}-c.npy", counts)
         if local is not None:
-            np.save(f"{self.base}-i.npy", local)
+            save_npy(f"{self.base}-i.npy", local)
 
     def keys(self, mmap: bool = True) -> np.ndarray:
         return np.load(f"{self.base}-k.npy", mmap_mode="r" if mmap else None)
