@@ -75,6 +75,22 @@ def test_count_then_merge_equals_build(tmp_path: Path, entropy: bool):
     assert len((tmp_path / "one.txt").read_text(encoding="utf-8").splitlines()) >= 3  # a lexicon, not two empties
 
 
+def test_max_size_keeps_the_most_frequent(tmp_path: Path):
+    """`max_size` cuts the ranked lexicon: the first N lines of the uncapped one, and the sidecar says so."""
+    full = _corpus(tmp_path / "full.txt")
+    opts = ["--min-freq", "2", "--min-pmi", "0.5", "-j", "1"]
+    _ok(["build", str(full), "-o", str(tmp_path / "all.txt"), *opts])
+    lines = (tmp_path / "all.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 3
+    res = _ok(["build", str(full), "-o", str(tmp_path / "top.txt"), *opts, "--set", "max_size=3"])
+    assert (tmp_path / "top.txt").read_text(encoding="utf-8").splitlines() == lines[:3]
+    assert f"the most frequent of {len(lines):,} that passed: max_size" in res.output
+    assert json.loads((tmp_path / "top.json").read_text(encoding="utf-8"))["settings"]["max_size"] == 3
+    with pytest.raises(ZenError, match="max_size: expected an integer >= 1"):
+        runner.invoke(app, ["build", str(full), "-o", str(tmp_path / "x.txt"), "--set", "max_size=0"],
+                      catch_exceptions=False)
+
+
 def test_errors_are_zen_errors(tmp_path: Path):
     with pytest.raises(ZenError, match="corpus: no corpus files given"):
         runner.invoke(app, ["build", "-o", str(tmp_path / "x.txt")], catch_exceptions=False)

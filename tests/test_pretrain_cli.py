@@ -401,5 +401,30 @@ def test_run_plan_leaves_out_data_keys_added_later_while_they_are_off():
     cfg = load_job_recipe("pretrain-zh-tiny")
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=None))  # both off
     assert not {"normalize", "ngram_min_entropy"} & set(run_plan(cfg)["data"])
-    on = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=1.5, normalize=["tatweel"]))
+    assert "ngram_max_size" not in run_plan(cfg)["data"]
+    on = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, ngram_min_entropy=1.5, normalize=["tatweel"],
+                                                          ngram_max_size=1000))
     assert run_plan(on)["data"]["ngram_min_entropy"] == 1.5 and run_plan(on)["data"]["normalize"] == ["tatweel"]
+    assert run_plan(on)["data"]["ngram_max_size"] == 1000
+
+
+def test_the_built_lexicon_keeps_data_ngram_max_size_of_the_most_frequent(tmp_path):
+    import dataclasses
+
+    from zencli.config import load_job_recipe
+    from zencli.tasks.pretraining.vocab_lexicon import build_lexicon_file
+
+    corpus = tmp_path / "c.txt"
+    lines = ["中国人民银行在北京开会", "北京大学的学生在中国人民大学"] * 20
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = load_job_recipe("pretrain-zh-tiny")
+    data = dataclasses.replace(cfg.data, ngram_min_freq=2, ngram_min_pmi=0.5, ngram_min_entropy=None, workers=1)
+    full, top = tmp_path / "all.txt", tmp_path / "top.txt"
+    build_lexicon_file(dataclasses.replace(cfg, data=data), [corpus], tmp_path / "v.txt", full, None)
+    capped = dataclasses.replace(cfg, data=dataclasses.replace(data, ngram_max_size=4))
+    line = build_lexicon_file(capped, [corpus], tmp_path / "v.txt", top, None)
+    lines = full.read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 4 and top.read_text(encoding="utf-8").splitlines() == lines[:4]
+    assert "built lexicon: 4 n-grams" in line and "the 4 most frequent" in line
+    msg = error("pretrain", "-r", "pretrain-zh-tiny", "--set", "data.ngram_max_size=0", "-o", str(tmp_path / "x"))
+    assert "ngram_max_size: expected an integer >= 1" in msg

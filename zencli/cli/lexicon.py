@@ -62,7 +62,10 @@ def print_result(result, output: Path) -> None:
     from rich.table import Table
 
     corpus = result.corpus
-    console.print(f"lexicon: {len(result.lexicon):,} n-grams → {output}", soft_wrap=True)
+    passed = sum(v["selected"] for v in result.per_length.values())
+    capped = (f" (the most frequent of {passed:,} that passed: max_size)"
+              if result.settings.get("max_size") is not None and passed > len(result.lexicon) else "")
+    console.print(f"lexicon: {len(result.lexicon):,} n-grams{capped} → {output}", soft_wrap=True)
     t = Table(title="n-grams per length")
     t.add_column("n", justify="right")
     t.add_column("counted (after pruning)", justify="right")

@@ -52,6 +52,7 @@ class DataSection:
     ngram_min_freq: int | None = None  # built lexicon; null: the language default (zh 15, ar 20)
     ngram_min_pmi: float | None = None  # built lexicon; null: the language default (zh 3, ar 10)
     ngram_min_entropy: float | None = None  # built lexicon: left/right branching entropy filter (bits); null: off
+    ngram_max_size: int | None = None  # built lexicon: at most this many n-grams, the most frequent; null: all
     lowercase: bool | None = None  # tokenizer; null: the vocab's vocab.json setting, else True
     # built vocab: Arabic normalisations (diacritics, tatweel, alef, yaa)
     normalize: list[str] = field(default_factory=list)
@@ -82,6 +83,8 @@ class DataSection:
             raise ZenError(f"vocab_min_freq: expected >= 1, got {self.vocab_min_freq}")
         if self.ngram_min_freq is not None and self.ngram_min_freq < 1:
             raise ZenError(f"ngram_min_freq: expected >= 1 or null, got {self.ngram_min_freq}")
+        if self.ngram_max_size is not None and self.ngram_max_size < 1:
+            raise ZenError(f"ngram_max_size: expected an integer >= 1 or null, got {self.ngram_max_size}")
         if self.ngram_min_entropy is not None and not self.ngram_min_entropy >= 0:
             raise ZenError(f"ngram_min_entropy: expected a number of bits >= 0 or null, got {self.ngram_min_entropy}")
         if self.workers < 0:

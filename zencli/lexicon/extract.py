@@ -262,6 +262,7 @@ def _settings(cfg: LexiconConfig, tokenizer: dict[str, Any]) -> dict[str, Any]:
         "min_entropy": cfg.min_entropy,
         "entropy": None if cfg.min_entropy is None else
         "min(left, right) branching entropy in bits; line edges distinct neighbours, `##` neighbours one",
+        "max_size": cfg.max_size,
         "style": cfg.style,
         "vocab": str(cfg.vocab) if cfg.vocab is not None else None,
         "lowercase": cfg.lowercase,
@@ -297,6 +298,8 @@ def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig) -> tuple[Lexicon, d
     folded = 0
     if cfg.style == "raw":
         ngrams, freqs, folded = _fold_raw(ngrams, freqs)
+    if cfg.max_size is not None:  # most frequent first (`ranked`): the cap keeps the top
+        ngrams, freqs = ngrams[: cfg.max_size], freqs[: cfg.max_size]
     per_length = {
         n: {"candidates": int(freq.candidates.get(n, 0)), "frequent": freq.size(n),
             "pmi": int(sel.passed_pmi.get(n, 0)), "selected": int(len(sel.ids.get(n, ())))}

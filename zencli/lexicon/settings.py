@@ -36,6 +36,9 @@ class LexiconConfig:
     # Branching entropy filter (bits; zencli/lexicon/pmi.py): keep n-grams whose left and right neighbours
     # both have entropy >= this. None: off. Needs the counts of (max_n+1)-grams, counted when it is set.
     min_entropy: float | None = None
+    # keep at most this many n-grams, the most frequent of those that pass the filters: with the thresholds
+    # fixed, a larger corpus passes more, and each is a row of the n-gram table a model pretrains. None: all
+    max_size: int | None = None
     workers: int = 0  # 0: one per CPU core
     chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
     style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
@@ -53,6 +56,8 @@ class LexiconConfig:
             raise ZenError(f"workers: expected >= 0, got {self.workers}")
         if self.min_entropy is not None and not self.min_entropy >= 0:
             raise ZenError(f"min_entropy: expected a number of bits >= 0 (or null: off), got {self.min_entropy}")
+        if self.max_size is not None and self.max_size < 1:
+            raise ZenError(f"max_size: expected an integer >= 1 (or null: no cap), got {self.max_size}")
         if self.chunk_chars < 1000:
             raise ZenError(f"chunk_chars: expected >= 1000, got {self.chunk_chars}")
 

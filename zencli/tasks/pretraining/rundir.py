@@ -32,8 +32,9 @@ def run_plan(cfg: PretrainConfig) -> dict[str, Any]:
     data = to_dict(cfg.data)
     for key in ("workers", "heldout_examples", "eval_batch_size", "encoding_errors"):  # (text read as strict reads it)
         data.pop(key)
-    for key, off in (("normalize", []), ("ngram_min_entropy", None)):  # keys added later: runs made before
-        if data.get(key) == off:                                        # them keep their plan when they are off
+    # keys added later: runs made before them keep their plan when they are off
+    for key, off in (("normalize", []), ("ngram_min_entropy", None), ("ngram_max_size", None)):
+        if data.get(key) == off:
             data.pop(key)
     plan = {"language": cfg.language, "data": data, "masking": to_dict(cfg.masking), "model": to_dict(cfg.model),
             "init": to_dict(cfg.init), "train": {**to_dict(cfg.train.fingerprint_fields()),

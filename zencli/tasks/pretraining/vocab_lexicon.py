@@ -91,10 +91,11 @@ def build_lexicon_file(cfg: PretrainConfig, corpus: list[Path], vocab: Path, pat
         corpus=corpus, output=path, language=cfg.language,
         vocab=vocab if cfg.language == "ar" else None,  # zh: vocabulary-free characters (as `zen lexicon`)
         lowercase=cfg.data.lowercase, min_freq=cfg.data.ngram_min_freq, min_pmi=cfg.data.ngram_min_pmi,
-        min_entropy=cfg.data.ngram_min_entropy, workers=cfg.data.workers,
+        min_entropy=cfg.data.ngram_min_entropy, max_size=cfg.data.ngram_max_size, workers=cfg.data.workers,
     )
     lex_cfg.validate()
     result = build(lex_cfg, console=console)
     entropy = "" if lex_cfg.min_entropy is None else f", branching entropy ≥ {lex_cfg.min_entropy:g}"
+    entropy += "" if lex_cfg.max_size is None else f"; the {lex_cfg.max_size:,} most frequent"
     return (f"built lexicon: {len(result.lexicon):,} n-grams (freq ≥ {lex_cfg.freq_threshold}, PMI ≥ "
             f"{lex_cfg.pmi_threshold:g}{entropy}), {time.perf_counter() - t0:.1f} s → {path}")
