@@ -82,10 +82,14 @@ def test_max_size_keeps_the_most_frequent(tmp_path: Path):
     _ok(["build", str(full), "-o", str(tmp_path / "all.txt"), *opts])
     lines = (tmp_path / "all.txt").read_text(encoding="utf-8").splitlines()
     assert len(lines) > 3
-    res = _ok(["build", str(full), "-o", str(tmp_path / "top.txt"), *opts, "--set", "max_size=3"])
+    res = _ok(["build", str(full), "-o", str(tmp_path / "top.txt"), *opts, "--max-size", "3"])
     assert (tmp_path / "top.txt").read_text(encoding="utf-8").splitlines() == lines[:3]
     assert f"the most frequent of {len(lines):,} that passed: max_size" in res.output
     assert json.loads((tmp_path / "top.json").read_text(encoding="utf-8"))["settings"]["max_size"] == 3
+    _ok(["count", str(full), "-o", str(tmp_path / "all.counts"), "-j", "1"])  # the merge step cuts the same way
+    _ok(["merge", str(tmp_path / "all.counts"), "-o", str(tmp_path / "merged.txt"), "--min-freq", "2", "--min-pmi",
+         "0.5", "--max-size", "3"])
+    assert (tmp_path / "merged.txt").read_text(encoding="utf-8").splitlines() == lines[:3]
     with pytest.raises(ZenError, match="max_size: expected an integer >= 1"):
         runner.invoke(app, ["build", str(full), "-o", str(tmp_path / "x.txt"), "--set", "max_size=0"],
                       catch_exceptions=False)

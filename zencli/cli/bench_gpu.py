@@ -13,7 +13,7 @@ from zencli.cli.common import console, err_console, write_json_report
 
 def gpu(
     tiny: bool = typer.Option(False, "--tiny", help="CPU-sized preset for a small corpus (what CI runs on "
-                              "made-up data): 2-layer models, 100 pretraining steps; too short to learn PD98."),
+                              "made-up data): 2-layer models, 200 pretraining steps; too short to learn PD98."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Output directory, a workspace (lexicon/, "
                                           "pretrain/, finetune-ner/, finetune-cws/, bench-gpu.json; default "
                                           "runs/bench-gpu)."),

@@ -46,6 +46,8 @@ MIN_ENTROPY = typer.Option(
 )
 MIN_N = typer.Option(None, "--min-n", help="Shortest n-gram, in tokens (default 2).")
 MAX_N = typer.Option(None, "--max-n", help="Longest n-gram, in tokens (default 8).")
+MAX_SIZE = typer.Option(None, "--max-size", help="Keep at most this many n-grams, the most frequent of those that "
+                        "pass the filters (default: all); bounds the n-gram table of a model pretrained on it.")
 WORKERS = typer.Option(None, "--workers", "-j", help="Counting processes (0 or default: one per CPU core).")
 VOCAB = typer.Option(
     None, "--vocab", help="Count WordPiece pieces of this vocab.txt (needed for Arabic); default: characters."
@@ -150,6 +152,7 @@ def build(
     min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
+    max_size: int = MAX_SIZE,
     workers: int = WORKERS,
     vocab: Path = VOCAB,
     style: str = STYLE,
@@ -161,7 +164,8 @@ def build(
     from zencli.lexicon.extract import sidecar_path
 
     cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, workers=workers, vocab=vocab, style=style,
+                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, max_size=max_size, workers=workers,
+                       vocab=vocab, style=style,
                        encoding_errors=encoding_errors, corpus=[str(p) for p in corpus] if corpus else None)
     with text_decoding(cfg.encoding_errors):
         result = run_build(cfg, console=console)
@@ -215,6 +219,7 @@ def merge(
     min_entropy: float = MIN_ENTROPY,
     min_n: int = MIN_N,
     max_n: int = MAX_N,
+    max_size: int = MAX_SIZE,
     style: str = STYLE,
 ) -> None:
     """Reduce step: merge counts files and select the lexicon (same result as `build` on all the text)."""
@@ -222,7 +227,7 @@ def merge(
     from zencli.lexicon.extract import sidecar_path
 
     cfg = build_config(recipe, overrides, output=output, language=language, min_freq=min_freq, min_pmi=min_pmi,
-                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, style=style)
+                       min_entropy=min_entropy, min_n=min_n, max_n=max_n, max_size=max_size, style=style)
     result = run_merge(cfg, counts, console=console)
     print_result(result, cfg.output)
     console.print(f"wrote {cfg.output} and {sidecar_path(cfg.output)}", soft_wrap=True)
