@@ -79,13 +79,12 @@ class ExampleMaker:
         inputs, _ = corrupt(grid.ids, masked, rng, self.mask_id, self.random_ids)  # [N, L]
         featurizer = slot_featurizer(self.vocab, self.matcher, s,
                                      seed=int(np.random.SeedSequence([*seeds, 1]).generate_state(1)[0]))
-        # n-grams matched on the corrupted ids, none covering a masked position; a chunk at a time bounds
-        # the matcher's memory
-        slots = [featurizer.slots_of_padded(inputs[c0 : c0 + FEATURIZE_CHUNK], grid.lengths[c0 : c0 + FEATURIZE_CHUNK],
-                                            grid.len_a[c0 : c0 + FEATURIZE_CHUNK],
-                                            blocked=masked[c0 : c0 + FEATURIZE_CHUNK])
-                 for c0 in range(0, grid.n, FEATURIZE_CHUNK)]
-        slot_seq = np.concatenate([m.seq + c0 for m, c0 in zip(slots, range(0, grid.n, FEATURIZE_CHUNK))])
+        # n-grams matched on the corrupted ids, none covering a masked position; a chunk of examples at a
+        # time bounds the matcher's memory
+        chunks = [slice(c0, c0 + FEATURIZE_CHUNK) for c0 in range(0, grid.n, FEATURIZE_CHUNK)]
+        slots = [featurizer.slots_of_padded(inputs[c], grid.lengths[c], grid.len_a[c], blocked=masked[c])
+                 for c in chunks]
+        slot_seq = np.concatenate([m.seq + c.start for m, c in zip(slots, chunks)])  # [K] example of each slot
         rows, cols = np.nonzero(masked)  # row-major: each example's masked positions in order
         per_example = np.bincount(slot_seq, minlength=grid.n)
         columns = {
