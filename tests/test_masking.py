@@ -5,7 +5,6 @@ import pytest
 
 from zencli.data.masking import (
     char_units,
-    choose_masked_chars,
     choose_masked_chars_batch,
     choose_masked_units,
     corrupt,
@@ -72,22 +71,6 @@ def test_no_ngram_slot_covers_a_masked_position():
     lengths = np.array([2, 2, 2, 3, 2, 2, 1])
     keep = drop_covering_masked(starts, lengths, masked)
     assert keep.tolist() == [True, False, False, True, True, False, True]
-
-
-@pytest.mark.parametrize("rate", [0.15, 0.5, 1.0])
-def test_char_masking_without_units_is_char_units_masking(rate):
-    """The character-masking fast path picks the same positions with the same draws as the unit path."""
-    for seed in range(50):
-        shape_rng = np.random.default_rng(1000 + seed)
-        n = int(shape_rng.integers(1, 70))
-        maskable = shape_rng.random(n) < 0.9
-        if seed % 10 == 0:
-            maskable[:] = False
-        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
-        fast = choose_masked_chars(maskable, a, rate)
-        slow = choose_masked_units(char_units(maskable), maskable, b, rate)
-        assert np.array_equal(fast, slow)
-        assert a.random() == b.random()  # the generator is left in the same state
 
 
 def test_batch_char_masking_masks_each_row_s_budget_uniformly():

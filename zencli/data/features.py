@@ -169,7 +169,7 @@ class NgramFeaturizer:
         grid = np.zeros((n_ex, width), np.int64)  # [B, W] padded ids for the matcher
         grid[np.arange(width)[None, :] < n_tok[:, None]] = flat
         matches = self.matcher.match_batch(grid, n_tok)
-        matches = self._select(matches, len_a, n_tok, offsets, blocked, excluded)
+        matches = self._select(matches, len_a, n_tok, _blocked_grid(blocked, n_tok, width), excluded)
 
         slot_bounds = np.searchsorted(matches.seq, np.arange(n_ex + 1)).tolist()
         seg_a_end = (len_a + 2).take(matches.seq)
@@ -201,11 +201,9 @@ class NgramFeaturizer:
         rules' draws (None: this featurizer's own generator)."""
         n_tok = np.asarray(n_tok, np.int64).reshape(-1)
         len_a = np.asarray(len_a, np.int64).reshape(-1)
-        offsets = np.zeros(len(n_tok) + 1, np.int64)
-        np.cumsum(n_tok, out=offsets[1:])
         if blocked is not None and blocked.shape != ids.shape:
             raise ValueError(f"blocked has shape {blocked.shape}; expected the ids' {ids.shape}")
-        return self._select(self.matcher.match_batch(ids, n_tok), len_a, n_tok, offsets, blocked, rng=rng)
+        return self._select(self.matcher.match_batch(ids, n_tok), len_a, n_tok, blocked, rng=rng)
 
     # ------------------------------------------------------------------ internals
 
@@ -230,8 +228,7 @@ class NgramFeaturizer:
         m: Matches,
         len_a: np.ndarray,
         n_tok: np.ndarray,
-        offsets: np.ndarray,
-        blocked: Sequence[np.ndarray | None] | np.ndarray | None,
+        blocked: np.ndarray | None,
         excluded: Sequence[np.ndarray | None] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Matches:
@@ -241,12 +238,10 @@ class NgramFeaturizer:
         end = start + m.length
         sep_a = (len_a + 1).take(seq)  # index of the first [SEP]
         keep = (start >= 1) & (end <= n_tok.take(seq) - 1) & ((end <= sep_a) | (start > sep_a))
-        if isinstance(blocked, np.ndarray) and blocked.ndim == 2:  # padded [B, W] (slots_of_padded)
+        if blocked is not None:  # [B, W]: a match covering a blocked position is dropped (prefix sums per row)
             csum = np.zeros((blocked.shape[0], blocked.shape[1] + 1), np.int64)
             np.cumsum(blocked, axis=1, out=csum[:, 1:])
             keep &= csum[seq, end] - csum[seq, start] == 0
-        elif blocked is not None:
-            keep &= ~self._covers_blocked(m, n_tok, offsets, blocked)
         if excluded is not None:
             keep &= ~_is_excluded(m, excluded)
         if self.rules == "zen":
@@ -268,28 +263,25 @@ class NgramFeaturizer:
         width = int(n_tok.max()) + 1
         return m.take(np.argsort((m.seq * width + m.start) * (self.max_len + 1) + m.length))
 
-    @staticmethod
-    def _covers_blocked(
-        m: Matches, n_tok: np.ndarray, offsets: np.ndarray, blocked: Sequence[np.ndarray | None]
-    ) -> np.ndarray:
-        """[K] True where match k covers a blocked position (prefix sums over the flat batch)."""
-        if len(blocked) != len(n_tok):
-            raise ValueError(f"{len(n_tok)} examples but {len(blocked)} blocked masks")
-        parts = []
-        for i, (x, n) in enumerate(zip(blocked, n_tok.tolist())):
-            if x is None:
-                parts.append(np.zeros(n, bool))
-                continue
-            x = np.asarray(x, dtype=bool)
-            if x.shape != (n,):
-                raise ValueError(
-                    f"blocked mask {i} has shape {x.shape}; expected ({n},), one flag per token incl. specials"
-                )
-            parts.append(x)
-        csum = np.zeros(int(offsets[-1]) + 1, np.int64)
-        np.cumsum(np.concatenate(parts), out=csum[1:])
-        s = offsets.take(m.seq) + m.start
-        return csum.take(s + m.length) - csum.take(s) > 0
+
+def _blocked_grid(blocked: Sequence[np.ndarray | None] | None, n_tok: np.ndarray, width: int) -> np.ndarray | None:
+    """The per-example blocked masks (each over its n tokens, [CLS] at 0; None: nothing blocked) as one padded
+    bool [B, width] grid, as `slots_of_padded` takes them."""
+    if blocked is None:
+        return None
+    if len(blocked) != len(n_tok):
+        raise ValueError(f"{len(n_tok)} examples but {len(blocked)} blocked masks")
+    grid = np.zeros((len(n_tok), width), bool)
+    for i, (x, n) in enumerate(zip(blocked, n_tok.tolist())):
+        if x is None:
+            continue
+        x = np.asarray(x, dtype=bool)
+        if x.shape != (n,):
+            raise ValueError(
+                f"blocked mask {i} has shape {x.shape}; expected ({n},), one flag per token incl. specials"
+            )
+        grid[i, :n] = x
+    return grid
 
 
 def _is_excluded(m: Matches, excluded: Sequence[np.ndarray | None]) -> np.ndarray:

@@ -78,24 +78,10 @@ def choose_masked_units(
     return masked
 
 
-def choose_masked_chars(maskable: np.ndarray, rng: np.random.Generator, rate: float = 0.15) -> np.ndarray:
-    """`choose_masked_units(char_units(maskable), maskable, rng, rate)` without the units: every unit is one
-    maskable position, so the first `budget` of the same random permutation are masked (the same draws from
-    `rng`, the same result, without a Python loop over positions)."""
-    masked = np.zeros(len(maskable), dtype=bool)
-    candidates = np.flatnonzero(maskable)
-    if len(candidates) == 0:
-        return masked
-    budget = max(1, int(round(len(candidates) * rate)))
-    order = rng.permutation(len(candidates))
-    masked[candidates[order[:budget]]] = True
-    return masked
-
-
 def choose_masked_chars_batch(maskable: np.ndarray, rng: np.random.Generator, rate: float = 0.15) -> np.ndarray:
     """Character masking of every row of `maskable` [N, L] at once, with one draw for the whole batch: row i
     gets a uniformly random subset of its m_i maskable positions, of size max(1, round(rate · m_i)) (0 when
-    m_i = 0), as `choose_masked_chars` gives one row. Returns bool [N, L]."""
+    m_i = 0), as `choose_masked_units` gives a row whose units are its single positions. Returns bool [N, L]."""
     n, length = maskable.shape
     n_maskable = maskable.sum(1)  # [N]
     budget = np.where(n_maskable > 0, np.maximum(1, np.rint(n_maskable * rate)), 0)  # [N]; rint: round half to even
