@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.25  # seconds between RSS samples (ru_maxrss is exact per process; the tree sum is sampled)
+DISK_S = 2.0  # seconds between samples of the bytes under the stage's work folder (temp files included)
 STAGES = ("floor-cat", "floor-python", "lexicon", "data", "pretrain")
 
 FLOOR_PYTHON = (
@@ -49,11 +50,26 @@ FLOOR_PYTHON = (
 )
 
 
-def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dict:
-    """Run `cmd` (stdout and stderr to `log`); wall and CPU seconds, peak RSS of the tree and of one process."""
+def folder_bytes(folder: Path) -> int:
+    """Bytes of the files under `folder` (files that vanish while it walks count as 0)."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None, disk: Path | None = None) -> dict:
+    """Run `cmd` (stdout and stderr to `log`); wall and CPU seconds, peak RSS of the tree and of one process,
+    and the peak bytes under `disk` above what it held at the start (sampled every DISK_S)."""
     import psutil
 
     t0 = time.perf_counter()
+    disk_start = peak_disk = folder_bytes(disk) if disk else 0
+    next_disk = t0
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
         ps = psutil.Process(proc.pid)
@@ -71,6 +87,9 @@ def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None) -
                 except psutil.Error:
                     pass
             peak_tree = max(peak_tree, total)
+            if disk and time.perf_counter() >= next_disk:
+                peak_disk = max(peak_disk, folder_bytes(disk))
+                next_disk = time.perf_counter() + DISK_S
             pid, status_code, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 status = status_code
@@ -83,11 +102,12 @@ def run_measured(cmd: list[str], log: Path, env: dict[str, str] | None = None) -
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "peak_rss_tree_mb": round(peak_tree / 1e6, 1),
         "peak_rss_max_process_mb": round(usage.ru_maxrss * 1024 / 1e6, 1),
+        "peak_disk_gb": round((peak_disk - disk_start) / 1e9, 2),
     }
 
 
 def stage_command(stage: str, corpus: Path, work: Path, steps: int, workers: int,
-                  lexicon: Path | None = None) -> list[str]:
+                  lexicon: Path | None = None, lexicon_set: list[str] = ()) -> list[str]:
     py = [sys.executable]
     zen = py + ["-m", "zencli"]
     ngram = lexicon or work / "ngram.txt"
@@ -99,7 +119,7 @@ def stage_command(stage: str, corpus: Path, work: Path, steps: int, workers: int
         return py + ["-c", FLOOR_PYTHON, str(corpus)]
     if stage == "lexicon":
         return zen + ["lexicon", "build", str(corpus), "--recipe", "lexicon-zh-pd98-entropy", "-o", str(ngram),
-                      "--workers", str(workers)]
+                      "--workers", str(workers), *[a for kv in lexicon_set for a in ("--set", kv)]]
     if stage == "data":
         return zen + ["data", "pretrain", str(corpus), "--recipe", "pretrain-zh-tiny", "--ngram", str(ngram),
                       "-o", str(pt), "--workers", str(workers), *common]
@@ -132,8 +152,8 @@ def fmt_size(chars: int) -> str:
 
 def table(results: dict) -> str:
     rows = ["| corpus | stage | wall s | CPU s | M chars/s (wall) | M chars/s (CPU) | peak RSS MB (tree) | "
-            "peak RSS MB (largest process) | wall ÷ floor-python |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "peak RSS MB (largest process) | peak disk GB | wall ÷ floor-python |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for entry in sorted(results.values(), key=lambda e: e["chars"]):
         floor = entry["stages"].get("floor-python", {}).get("wall_s")
         for stage in STAGES:
@@ -146,7 +166,7 @@ def table(results: dict) -> str:
             note = "" if r["rc"] == 0 else f" (exit {r['rc']})"
             rows.append(f"| {fmt_size(entry['chars'])} | {stage}{note} | {r['wall_s']:,.1f} | {r['cpu_s']:,.1f} | "
                         f"{per_wall:.2f} | {per_cpu:.2f} | {r['peak_rss_tree_mb']:,.0f} | "
-                        f"{r['peak_rss_max_process_mb']:,.0f} | {ratio} |")
+                        f"{r['peak_rss_max_process_mb']:,.0f} | {r.get('peak_disk_gb', '—')} | {ratio} |")
     return "\n".join(rows) + "\n"
 
 
@@ -159,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stages", default=",".join(STAGES), help=f"some of {','.join(STAGES)}")
     ap.add_argument("--lexicon", type=Path, help="the ngram.txt the data and pretrain stages use (default: the "
                     "lexicon stage's; with this, leave `lexicon` out of --stages)")
+    ap.add_argument("--set", dest="lexicon_set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a lexicon recipe key for the lexicon stage (repeatable), e.g. first_pass_n=0")
     args = ap.parse_args(argv)
     args.out = args.out.resolve()  # the stages run in the repository root: a relative OUT would land there
     stages = [s for s in args.stages.split(",") if s]
@@ -181,10 +203,10 @@ def main(argv: list[str] | None = None) -> int:
             if stage in entry["stages"] and entry["stages"][stage]["rc"] == 0:
                 continue
             cmd = stage_command(stage, corpus, work, args.steps, args.workers,
-                                args.lexicon.resolve() if args.lexicon else None)
+                                args.lexicon.resolve() if args.lexicon else None, args.lexicon_set)
             log = work / f"{stage}.log"
             print(f"{name} {stage}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
-            r = run_measured(cmd, log, env)
+            r = run_measured(cmd, log, env, disk=work)
             entry["stages"][stage] = r
             print(f"  {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU, {r['peak_rss_tree_mb']:,.0f} MB peak (tree), "
                   f"exit {r['rc']}", file=sys.stderr, flush=True)

@@ -90,6 +90,21 @@ def test_scale_stage_commands_and_table(tmp_path):
     pretrain = stage_command("pretrain", corpus, work, steps=50, workers=1)
     assert "pretrain-zh-tiny" in data and str(work / "pretrain") in data and "--max-steps" in pretrain
     assert pretrain[pretrain.index("--max-steps") + 1] == "50"
+    assert stage_command("lexicon", corpus, work, 50, 1, None, ["first_pass_n=0"])[-2:] == ["--set", "first_pass_n=0"]
     stage = {"rc": 0, "wall_s": 2.0, "cpu_s": 1.0, "peak_rss_tree_mb": 100.0, "peak_rss_max_process_mb": 90.0}
-    md = table({"10M": {"chars": 10_000_000, "stages": {"floor-python": stage, "lexicon": {**stage, "wall_s": 20.0}}}})
-    assert "| 10M | lexicon | 20.0 | 1.0 | 0.50 | 10.00 | 100 | 90 | 10.0 |" in md
+    md = table({"10M": {"chars": 10_000_000, "stages": {"floor-python": stage,
+                                                        "lexicon": {**stage, "wall_s": 20.0, "peak_disk_gb": 0.6}}}})
+    assert "| 10M | lexicon | 20.0 | 1.0 | 0.50 | 10.00 | 100 | 90 | 0.6 | 10.0 |" in md
+
+
+def test_scale_measures_a_stage_and_the_disk_it_fills(tmp_path):
+    from benchmarks.scale import run_measured
+
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "before.bin").write_bytes(b"x" * 1000)  # there at the start: not counted
+    cmd = ["sh", "-c", f"head -c 3000000 /dev/zero > {work}/tmp.bin; sleep 2.5; rm {work}/tmp.bin"]
+    r = run_measured(cmd, tmp_path / "log", disk=work)
+    assert r["rc"] == 0 and r["wall_s"] >= 2.5 and r["peak_disk_gb"] == 0.0  # 3 MB: 0.00 GB
+    cmd = ["sh", "-c", f"head -c 30000000 /dev/zero > {work}/tmp.bin; sleep 2.5; rm {work}/tmp.bin"]
+    assert run_measured(cmd, tmp_path / "log", disk=work)["peak_disk_gb"] == 0.03  # gone by the end, still seen

@@ -223,6 +223,8 @@ def test_build_sidecar_and_progress(tmp_path: Path):
     assert side["settings"]["min_freq"] == 5 and side["settings"]["tokenizer"]["kind"] == "char_pieces"
     assert side["per_length"]["2"]["selected"] == sum(1 for g in result.lexicon.ngrams if len(g) == 2)
     assert side["memory_bytes"]["peak_rss_main"] > 0 and side["time_s"]["total"] > 0
+    by_stage = side["memory_bytes"]["peak_rss_total_sampled_by_stage"]
+    assert set(by_stage) == {"first_passes", "count", "merge", "select"} and min(by_stage.values()) > 0
     assert not any(p.name.startswith(".zen-lexicon-") for p in out.parent.iterdir())  # temp folder removed
 
 

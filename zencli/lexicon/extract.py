@@ -29,6 +29,7 @@ from zencli.errors import MACHINE_ERRNOS, WriteError, ZenError
 from zencli.lexicon.counting import (
     CountRun,
     FrequentNgrams,
+    KnownFrequent,
     concat_counts_files,
     count_corpus,
     iter_sections,
@@ -111,6 +112,8 @@ class PeakMemory:
     def __init__(self, interval: float = 0.05):
         self.interval = interval
         self.peak_total = 0
+        self.stage: str | None = None
+        self.stage_peaks: dict[str, int] = {}  # the sampled peak of the whole tree per stage (`at`)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -123,6 +126,14 @@ class PeakMemory:
             except psutil.Error:
                 pass
         self.peak_total = max(self.peak_total, total)
+        stage = self.stage
+        if stage is not None:
+            self.stage_peaks[stage] = max(self.stage_peaks.get(stage, 0), total)
+
+    def at(self, stage: str) -> None:
+        """What runs from now on is `stage` (its peak reported apart)."""
+        self.stage = stage
+        self._sample()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -144,6 +155,7 @@ class PeakMemory:
             "peak_rss_total_sampled": self.peak_total,
             "peak_rss_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "peak_rss_worker_max": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+            **({"peak_rss_total_sampled_by_stage": dict(self.stage_peaks)} if self.stage_peaks else {}),
         }
 
 
@@ -157,10 +169,11 @@ def progress_display(console, kind: str) -> AbstractContextManager[Progress | No
 
 
 def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tokenizer: TextTokenizer,
-                         signature: dict[str, Any], out_dir: Path) -> CountRun:
+                         signature: dict[str, Any], out_dir: Path, max_n: int | None = None,
+                         known: KnownFrequent | None = None, label: str = "counting") -> CountRun:
     workers = resolve_workers(cfg.workers)
     with progress_display(console, "bytes") as progress:
-        task = progress.add_task("counting", total=None, extra="") if progress is not None else None
+        task = progress.add_task(label, total=None, extra="") if progress is not None else None
         t0 = time.perf_counter()
 
         def on_progress(done: int, total: int, chars: int) -> None:
@@ -168,22 +181,25 @@ def _count_with_progress(console, cfg: LexiconConfig, files: Sequence[Path], tok
                 rate = chars / max(time.perf_counter() - t0, 1e-9)
                 progress.update(task, completed=done, total=total, extra=f"{rate / 1e6:.2f} M chars/s")
 
-        return count_corpus(files, tokenizer, signature, out_dir=out_dir, max_n=cfg.counted_n, workers=workers,
-                            chunk_chars=cfg.chunk_chars, on_progress=on_progress)
+        return count_corpus(files, tokenizer, signature, out_dir=out_dir, max_n=max_n or cfg.counted_n,
+                            workers=workers, chunk_chars=cfg.chunk_chars, on_progress=on_progress, known=known)
 
 
-def _merge_with_progress(console, cfg: LexiconConfig, counts_files: Sequence[Path], tmp: Path) -> FrequentNgrams:
+def _merge_with_progress(console, cfg: LexiconConfig, counts_files: Sequence[Path], tmp: Path,
+                         max_n: int | None = None, label: str = "merging") -> FrequentNgrams:
+    """Merge to cfg.max_n (with the entropy's neighbours when the filter is on), or to `max_n` without."""
     sections = list(iter_sections(counts_files))
-    steps = cfg.counted_n * len(sections)
+    steps = (max_n or cfg.counted_n) * len(sections)
+    entropy_from = cfg.min_n if cfg.min_entropy is not None and max_n is None else None
     with progress_display(console, "steps") as progress:
-        task = progress.add_task("merging", total=steps, extra="") if progress is not None else None
+        task = progress.add_task(label, total=steps, extra="") if progress is not None else None
 
         def on_step(level: int, done: int) -> None:
             if progress is not None:
                 progress.update(task, completed=(level - 1) * len(sections) + done, extra=f"length {level}")
 
-        freq = merge_sections(sections, max_n=cfg.max_n, min_freq=cfg.freq_threshold, tmp_dir=tmp, on_step=on_step,
-                              entropy_from=cfg.min_n if cfg.min_entropy is not None else None)
+        freq = merge_sections(sections, max_n=max_n or cfg.max_n, min_freq=cfg.freq_threshold, tmp_dir=tmp,
+                              on_step=on_step, entropy_from=entropy_from, workers=resolve_workers(cfg.workers))
         if progress is not None:
             progress.update(task, completed=steps, extra="done")
     return freq
@@ -330,7 +346,8 @@ def _finish(freq: FrequentNgrams, cfg: LexiconConfig, times: dict[str, float]) -
 
 
 def build(cfg: LexiconConfig, corpus: Sequence[str | Path] | None = None, *, console=None) -> LexiconResult:
-    """One-pass extraction: count `corpus` (default cfg.corpus) with the workers, merge, select, save."""
+    """Count `corpus` (default cfg.corpus) with the workers, merge, select, save. A large corpus is counted
+    in passes (`LexiconConfig.passes`): short n-grams first, then longer, leaving out what cannot be frequent."""
     files = [Path(p) for p in (corpus if corpus else cfg.corpus)]
     if not files:
         raise ZenError("corpus: no corpus files given; expected one or more text files (one sentence per line)")
@@ -339,16 +356,40 @@ def build(cfg: LexiconConfig, corpus: Sequence[str | Path] | None = None, *, con
     t0 = time.perf_counter()
     times: dict[str, float] = {}
     with PeakMemory() as mem, _temp_folder(cfg, Path(cfg.output).parent) as tmp:
-        run = _count_with_progress(console, cfg, files, tokenizer, signature, tmp / "counts")
+        mem.at("first_passes")
+        known = _shorter_passes(console, cfg, files, tokenizer, signature, tmp, times)
+        mem.at("count")
+        run = _count_with_progress(console, cfg, files, tokenizer, signature, tmp / "counts", known=known)
         times["count"] = run.seconds
         t1 = time.perf_counter()
+        mem.at("merge")
         freq = _merge_with_progress(console, cfg, run.parts, tmp / "merge")
         times["merge"] = time.perf_counter() - t1
+        mem.at("select")
         result = _finish(freq, cfg, times)
     times["total"] = time.perf_counter() - t0
     result.memory = mem.report()
     result.save(cfg.output)
     return result
+
+
+def _shorter_passes(console, cfg: LexiconConfig, files: Sequence[Path], tokenizer: TextTokenizer,
+                    signature: dict[str, Any], tmp: Path, times: dict[str, float]) -> KnownFrequent | None:
+    """The frequent n-grams of the shorter passes before the last (`LexiconConfig.passes`), each pass
+    pruned by the one before; None when one pass will do."""
+    known = None
+    t0 = time.perf_counter()
+    for k in cfg.passes(sum(f.stat().st_size for f in files if f.is_file()))[:-1]:
+        run = _count_with_progress(console, cfg, files, tokenizer, signature, tmp / f"pass-{k}", max_n=k,
+                                   known=known, label=f"counting 1..{k}")
+        freq = _merge_with_progress(console, cfg, run.parts, tmp / f"pass-{k}-merge", max_n=k,
+                                    label=f"merging 1..{k}")
+        for p in run.parts:
+            p.unlink(missing_ok=True)
+        known = KnownFrequent.from_frequent(freq, k)
+    if known is not None:
+        times["first_passes"] = time.perf_counter() - t0
+    return known
 
 
 def count(

@@ -15,6 +15,9 @@ from zencli.text.reading import EncodingErrors
 
 Language = Literal["zh", "ar"]
 
+# Counts files take about 48 bytes a character counted one pass to length 9; above this a first pass pays.
+FIRST_PASS_ABOVE_BYTES = 256 << 20
+
 # Paper (ZEN 2.0, §data): PMI 3 / frequency 15 for Chinese, PMI 10 / frequency 20 for Arabic word pieces.
 LEXICON_DEFAULTS: dict[str, tuple[float, int]] = {"zh": (3.0, 15), "ar": (10.0, 20)}
 
@@ -43,6 +46,10 @@ class LexiconConfig:
     chunk_chars: int = 8_000_000  # characters per counting chunk; bounds memory
     style: Literal["tokens", "raw"] = "tokens"  # ngram.txt: space-joined tokens (ZEN 2.0) or raw (ZEN 1.0)
     tmp_dir: Path | None = None  # spill folder for counts/merge (None: next to the output); needs disk space
+    # count the n-grams up to this length in a first pass, then up to twice that, ..., each pass leaving out
+    # what the one before rules out (counting/prune.py): the same lexicon with a fraction of the disk. None:
+    # 3 for a corpus over 256 MB, else one pass; 0: one pass
+    first_pass_n: int | None = None
     # invalid UTF-8 in the text read: "strict" an error naming the file, line and byte; "replace" each undecodable
     # sequence as one U+FFFD, with a count of the lines and sequences replaced (--encoding-errors)
     encoding_errors: EncodingErrors = "strict"
@@ -58,6 +65,8 @@ class LexiconConfig:
             raise ZenError(f"min_entropy: expected a number of bits >= 0 (or null: off), got {self.min_entropy}")
         if self.max_size is not None and self.max_size < 1:
             raise ZenError(f"max_size: expected an integer >= 1 (or null: no cap), got {self.max_size}")
+        if self.first_pass_n is not None and not (self.first_pass_n == 0 or 2 <= self.first_pass_n <= 8):
+            raise ZenError(f"first_pass_n: expected 0 (one pass), 2 to 8, or null (auto), got {self.first_pass_n}")
         if self.chunk_chars < 1000:
             raise ZenError(f"chunk_chars: expected >= 1000, got {self.chunk_chars}")
 
@@ -69,6 +78,16 @@ class LexiconConfig:
     def counted_n(self) -> int:
         """Longest n-grams to count: max_n, and one more for the right/left neighbours of the entropy filter."""
         return self.max_n + 1 if self.min_entropy is not None else self.max_n
+
+    def passes(self, corpus_bytes: int) -> list[int]:
+        """The longest n-gram each counting pass counts: first_pass_n, twice that, ..., then counted_n
+        (prune.py); [counted_n] for one pass."""
+        k = self.first_pass_n if self.first_pass_n is not None else (3 if corpus_bytes > FIRST_PASS_ABOVE_BYTES else 0)
+        out = []
+        while 0 < k < self.counted_n:
+            out.append(k)
+            k *= 2
+        return out + [self.counted_n]
 
     @property
     def pmi_threshold(self) -> float:

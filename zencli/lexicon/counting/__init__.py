@@ -10,6 +10,7 @@ Modules, in the order of the stages:
 - `chunk`: counting one chunk in numpy (`ChunkBuilder`, `iter_levels`);
 - `counts_file`: the counts file format (`write_section`, `read_counts_file`, `CountsSection`);
 - `merge`: stage 2, the level-wise merge (`merge_sections`) into `FrequentNgrams` (`frequent`);
+- `prune`: what a first pass's frequent n-grams let the second pass leave out (`KnownFrequent`);
 - `spill`: sorted runs spilled to disk and merged range by range (stages 2 and 3);
 - `neighbours`: stage 3, the branching-entropy statistics.
 
@@ -27,12 +28,14 @@ from zencli.lexicon.counting.counts_file import (
 )
 from zencli.lexicon.counting.frequent import FrequentNgrams
 from zencli.lexicon.counting.merge import merge_sections
+from zencli.lexicon.counting.prune import KnownFrequent
 
 __all__ = [
     "MAGIC",
     "CountRun",
     "CountsSection",
     "FrequentNgrams",
+    "KnownFrequent",
     "concat_counts_files",
     "count_corpus",
     "iter_sections",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from zencli.lexicon.counting.counts_file import write_section
+from zencli.lexicon.counting.prune import KnownFrequent
 
 
 def _sorted_positions(key: np.ndarray, pos: np.ndarray, key_limit: int,
@@ -30,22 +31,35 @@ def _sorted_positions(key: np.ndarray, pos: np.ndarray, key_limit: int,
     return key[order], pos[order]
 
 
-def iter_levels(seq: np.ndarray, vocab_size: int, max_n: int) -> Iterator[tuple[str, np.ndarray]]:
+def iter_levels(seq: np.ndarray, vocab_size: int, max_n: int,
+                known: tuple[KnownFrequent, np.ndarray] | None = None) -> Iterator[tuple[str, np.ndarray]]:
     """Count every n-gram (n = 1..max_n) of a token-id sequence, one length at a time.
 
     seq: int32 [L], token ids 0..vocab_size-1, -1 between lines (n-grams never contain a -1).
     Yields ("counts_1", uint32 [V]) and then, for n = 2..max_n, ("prefix_n", ·), ("suffix_n", ·),
     ("counts_n", ·): uint32 arrays [R_n] sorted by n-gram, where prefix/suffix is the rank of the n-gram's
     first/last n-1 tokens among the distinct (n-1)-grams of this sequence (for n = 2: token ids).
+    known: the frequent n-grams up to length k of an earlier pass (prune.py) and the global ids of this
+    sequence's tokens: only n-grams whose first or last n-1 tokens can be frequent are kept, that is, are a
+    frequent (n-1)-gram (n-1 <= k) or hold only frequent k-grams (n-1 > k).
     """
     yield "counts_1", np.bincount(seq[seq >= 0], minlength=vocab_size).astype(np.uint32)
     vocab = max(vocab_size, 1)
     rank = seq  # rank[i]: the (n-1)-gram starting at i, -1 where there is none
     size = vocab_size  # number of distinct (n-1)-grams
+    prune, gid = known if known is not None else (None, None)  # gid: global id of each (n-1)-gram, or -1
+    alive = None  # alive[i]: the (n-1)-gram at i can be frequent (prune.py)
+    if prune is not None:
+        alive = np.zeros(len(seq), dtype=bool)
+        alive[seq >= 0] = gid[seq[seq >= 0]] >= 0
     for n in range(2, max_n + 1):
         last = seq[n - 1 :]  # [L-n+1] last token of the n-gram at i
         a, b = rank[:-1], rank[1:]  # prefix at i, suffix at i+1
-        pos = np.flatnonzero((a >= 0) & (b >= 0))
+        keep = (a >= 0) & (b >= 0)
+        if alive is not None:
+            keep &= alive[:-1] | alive[1:]
+        pos = np.flatnonzero(keep)
+        del keep
         # The n-gram at i is (prefix rank, last token): lexicographic order, as (prefix, suffix) is.
         key = a[pos].astype(np.int64)
         key *= vocab
@@ -61,12 +75,19 @@ def iter_levels(seq: np.ndarray, vocab_size: int, max_n: int) -> Iterator[tuple[
         yield f"suffix_{n}", b[first].astype(np.uint32)
         yield f"counts_{n}", np.diff(np.append(starts, len(pos))).astype(np.uint32)
         size = len(starts)
+        if prune is not None and n <= prune.k:
+            gid = prune.ids(n, gid[a[first]], gid[b[first]])  # [R_n] global ids of this level's n-grams
         del first, starts
         if n < max_n:
             ids = np.cumsum(new, dtype=np.int64)
             ids -= 1
             rank = np.full(len(a), -1, dtype=np.int32)
             rank[pos] = ids
+            if prune is not None and n <= prune.k:  # frequent or not, known
+                alive = np.zeros(len(a), dtype=bool)
+                alive[pos] = gid[ids] >= 0
+            elif alive is not None:  # every k-gram inside frequent
+                alive = alive[:-1] & alive[1:]
             del ids
         del pos, new
 
@@ -99,8 +120,9 @@ class ChunkBuilder:
     def lines(self) -> int:
         return len(self.line_tokens)
 
-    def write(self, f, max_n: int, extra: dict[str, Any]) -> dict[str, Any]:
-        """Count this chunk and append it to counts file `f` as one section; returns the header."""
+    def write(self, f, max_n: int, extra: dict[str, Any], known: KnownFrequent | None = None) -> dict[str, Any]:
+        """Count this chunk and append it to counts file `f` as one section (leaving out, with `known`, the
+        n-grams prune.py says cannot matter); returns the header."""
         table = sorted(self.table)
         remap = np.empty(len(table) + 1, dtype=np.int32)  # remap[-1] keeps the line separator -1
         remap[np.fromiter((self.table[t] for t in table), dtype=np.int64, count=len(table))] = np.arange(
@@ -120,6 +142,11 @@ class ChunkBuilder:
             "table": table,
             **extra,
         }
-        write_section(f, header, iter_levels(seq, len(table), max_n))
+        if known is not None and known.k < max_n:
+            header["pruned"] = known.header()
+            levels = iter_levels(seq, len(table), max_n, (known, known.token_ids(table)))
+        else:
+            levels = iter_levels(seq, len(table), max_n)
+        write_section(f, header, levels)
         return header
 

@@ -17,6 +17,7 @@ from zencli.cpus import usable_cpus
 from zencli.errors import ZenError
 from zencli.lexicon.counting.chunk import ChunkBuilder
 from zencli.lexicon.counting.counts_file import MAGIC
+from zencli.lexicon.counting.prune import KnownFrequent
 from zencli.text.reading import (
     check_readable,
     decoding,
@@ -103,11 +104,13 @@ class _Aborted(Exception):
 
 # Shared with the parent: bytes read, chars read, abort flag (set by the parent when another task failed).
 _shared: tuple[Any, Any, Any] | None = None
+# A first pass's frequent n-grams (prune.py), sent once to each worker rather than with every task.
+_known: KnownFrequent | None = None
 
 
-def _init_worker(shared: tuple[Any, Any, Any]) -> None:
-    global _shared
-    _shared = shared
+def _init_worker(shared: tuple[Any, Any, Any] | None, known: KnownFrequent | None = None) -> None:
+    global _shared, _known
+    _shared, _known = shared, known
 
 
 def _add_progress(nbytes: int, nchars: int) -> None:
@@ -145,7 +148,7 @@ def _count_range(
 
         def flush(builder: ChunkBuilder) -> None:
             source = {"path": task.path, "start_byte": task.start, "end_byte": task.end, "section": totals["sections"]}
-            header = builder.write(out, max_n, {"tokenizer": signature, "source": source})
+            header = builder.write(out, max_n, {"tokenizer": signature, "source": source}, _known)
             totals["lines"] += header["lines"]
             totals["chars"] += header["chars"]
             totals["tokens"] += header["tokens"]
@@ -190,11 +193,13 @@ def count_corpus(
     workers: int,
     chunk_chars: int,
     on_progress: Callable[[int, int, int], None] | None = None,
+    known: KnownFrequent | None = None,
 ) -> CountRun:
     """Count `files` with `workers` processes into counts files under `out_dir`.
 
     `tokenize` must be picklable (it travels to the workers). `on_progress(bytes_done, bytes_total,
-    chars_done)` is called a few times a second from this process.
+    chars_done)` is called a few times a second from this process. `known`: a first pass's frequent
+    n-grams, to leave out what cannot matter (prune.py).
     """
     t0 = time.perf_counter()
     workers = max(1, workers or usable_cpus())
@@ -210,9 +215,9 @@ def count_corpus(
             on_progress(shared[0].value, total_bytes, shared[1].value)
 
     if workers == 1 or len(tasks) == 1:
-        results = _count_here(args, shared, report)
+        results = _count_here(args, (shared, known), report)
     else:
-        results = _count_in_pool(args, min(workers, len(tasks)), ctx, shared, report)
+        results = _count_in_pool(args, min(workers, len(tasks)), ctx, (shared, known), report)
     report()
     run = CountRun(parts=[Path(t.out) for t in tasks], files=[str(Path(f)) for f in files], bytes=total_bytes)
     for r in results:
@@ -225,25 +230,25 @@ def count_corpus(
     return run
 
 
-def _count_here(args: list[tuple], shared: tuple[Any, Any, Any], report: Callable[[], None]) -> list[dict[str, Any]]:
+def _count_here(args: list[tuple], init: tuple, report: Callable[[], None]) -> list[dict[str, Any]]:
     """The tasks one after another in this process (one worker, or one task): no processes to start."""
     results = []
-    _init_worker(shared)
+    _init_worker(*init)
     try:
         for a in args:
             results.append(count_task(*a))
             report()
     finally:
-        _init_worker(None)  # type: ignore[arg-type]
+        _init_worker(None)
     return results
 
 
-def _count_in_pool(args: list[tuple], workers: int, ctx: Any, shared: tuple[Any, Any, Any],
+def _count_in_pool(args: list[tuple], workers: int, ctx: Any, init: tuple,
                    report: Callable[[], None]) -> list[dict[str, Any]]:
     """The tasks on `workers` processes, reporting progress while they run; the first error stops the
     others (they see the abort flag) and is raised here."""
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                             initializer=_init_worker, initargs=(shared,)) as pool:
+                             initializer=_init_worker, initargs=init) as pool:
         futures: list[Future] = [pool.submit(_run_task, a) for a in args]
         pending = set(futures)
         try:
@@ -253,7 +258,7 @@ def _count_in_pool(args: list[tuple], workers: int, ctx: Any, shared: tuple[Any,
                 for fut in done:
                     fut.result()  # re-raises a worker's ZenError here
         except BaseException:
-            shared[2].value = 1
+            init[0][2].value = 1  # the abort flag
             for fut in futures:
                 fut.cancel()
             raise

@@ -8,8 +8,11 @@ ones get their global ids; each section's level-n map is then built for the next
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,19 +33,22 @@ def merge_sections(
     partition_entries: int = 8_000_000,
     on_step: Callable[[int, int], None] | None = None,
     entropy_from: int | None = None,
+    workers: int = 1,
 ) -> FrequentNgrams:
     """Sum the sections' counts and keep n-grams with count >= min_freq (see the package docstring).
 
     `entropy_from`: also compute the left/right branching entropy of the frequent n-grams of lengths
     entropy_from..max_n (`Neighbours`); this reads the (max_n+1)-grams, so the sections must hold them.
     `on_step(level, sections_done)` is called after each section of each level, for a progress bar.
+    `workers`: threads that read, translate and spill the sections of a level side by side (numpy's sorts,
+    searches and file writes run without the GIL); the result does not depend on it.
     """
     if not sections:
         raise ZenError("no counts to merge")
     last_level = max_n + 1 if entropy_from is not None else max_n
-    _check_compatible(sections, max_n, last_level)
+    _check_compatible(sections, max_n, last_level, min_freq)
     tmp_dir.mkdir(parents=True, exist_ok=True)
-    merge = _Merge(sections, max_n, min_freq, tmp_dir, partition_entries, on_step)
+    merge = _Merge(sections, max_n, min_freq, tmp_dir, partition_entries, on_step, max(1, workers))
     merge.tokens(entropy=entropy_from is not None)
     for n in range(2, last_level + 1):
         n_prev = len(merge.result.counts[n - 1])
@@ -64,10 +70,15 @@ def merge_sections(
     return merge.result
 
 
-def _check_compatible(sections: Sequence[CountsSection], max_n: int, depth: int) -> None:
-    """Same tokenizer everywhere, and n-grams counted up to `depth` (max_n, or max_n + 1 for entropy)."""
+def _check_compatible(sections: Sequence[CountsSection], max_n: int, depth: int, min_freq: int) -> None:
+    """Same tokenizer everywhere, n-grams counted up to `depth` (max_n, or max_n + 1 for entropy), and none
+    left out (prune.py) that this min_freq would keep."""
     first = sections[0]
     for s in sections:
+        pruned = s.header.get("pruned")
+        if pruned is not None and min_freq < pruned["min_freq"]:
+            raise ZenError(f"{s.path}: counted without the n-grams that cannot reach min_freq={pruned['min_freq']}; "
+                           f"expected min_freq >= {pruned['min_freq']}, got {min_freq} (count again)")
         if s.header["tokenizer"] != first.header["tokenizer"]:
             raise ZenError(
                 f"{s.path}: counted with tokenizer {s.header['tokenizer']}, but {first.path} with "
@@ -85,7 +96,8 @@ class _TokenEnds:
     """For the branching entropy: the first and last token of every section's n-grams, level by level.
 
     Every token (frequent or not) gets an id into the table of all tokens, since a rare neighbour still
-    counts; per section and level the ids are kept in the temp folder as int32 [2, R_n] (first, last).
+    counts; per section and level the ids are kept in the temp folder as [2, R_n] (first, last): uint16
+    while the tokens fit (they are written for every n-gram of every section), else int32.
     """
 
     def __init__(self, sections: Sequence[CountsSection], totals: dict[str, int], frequent: list[str],
@@ -96,13 +108,14 @@ class _TokenEnds:
         self.glued = np.array([is_continuation(t) for t in frequent], dtype=bool)  # [F_1] frequent tokens
         self.tmp_dir = tmp_dir
         all_id = {t: i for i, t in enumerate(every)}
+        dtype = np.uint16 if self.vocab <= np.iinfo(np.uint16).max + 1 else np.int32
         self.paths: list[Path] = []
         for i, s in enumerate(sections):
-            tok = np.array([all_id[t] for t in s.table], dtype=np.int32)
+            tok = np.array([all_id[t] for t in s.table], dtype=dtype)
             path = tmp_dir / f"ends-{i:05d}-1.npy"
             save_npy(path, np.stack([tok, tok]))  # [2, V_local]: first, last token
             self.paths.append(path)
-        self.next_paths: list[Path] = []
+        self.next_paths: list[Path | None] = [None] * len(sections)
 
     def level(self, i: int, n: int, pre: np.ndarray, suf: np.ndarray, keep: bool) -> tuple[np.ndarray, np.ndarray]:
         """First and last token of section i's level-n n-grams (their prefix and suffix ranks `pre`, `suf`),
@@ -112,13 +125,14 @@ class _TokenEnds:
         if keep:
             path = self.tmp_dir / f"ends-{i:05d}-{n}.npy"
             save_npy(path, np.stack([first, last]))
-            self.next_paths.append(path)
+            self.next_paths[i] = path
         return first, last
 
     def next_level(self) -> None:
         for p in self.paths:
             p.unlink(missing_ok=True)
-        self.paths, self.next_paths = self.next_paths, []
+        self.paths = [p for p in self.next_paths if p is not None]  # all of them, in order, when kept
+        self.next_paths = [None] * len(self.next_paths)
 
 
 class _Merge:
@@ -126,9 +140,10 @@ class _Merge:
     local (n-1)-gram ids to global ids (and, for the entropy, its n-grams' end tokens)."""
 
     def __init__(self, sections: Sequence[CountsSection], max_n: int, min_freq: int, tmp_dir: Path,
-                 partition_entries: int, on_step: Callable[[int, int], None] | None):
+                 partition_entries: int, on_step: Callable[[int, int], None] | None, workers: int = 1):
         self.sections, self.min_freq, self.tmp_dir = sections, min_freq, tmp_dir
-        self.partition_entries, self.on_step = partition_entries, on_step
+        self.partition_entries, self.on_step, self.workers = partition_entries, on_step, workers
+        self._lock = threading.Lock()
         positions = {n: sum(int(s.header["positions"][n - 1]) for s in sections) for n in range(1, max_n + 1)}
         sources = list(dict.fromkeys(s.header["source"]["path"] for s in sections))
         self.result = FrequentNgrams(
@@ -167,9 +182,10 @@ class _Merge:
         """Level n of every section through its level n-1 map: neighbour entries to `nb`, and, when
         `select`, the entries whose prefix and suffix are both frequent spilled as sorted keys
         gprefix * n_prev + gsuffix (with a sample of each spill's keys)."""
-        spills: list[Spill] = []
-        samples = []
-        for i, s in enumerate(self.sections):
+        done = [0]
+
+        def one(i: int) -> tuple[Spill, np.ndarray] | None:
+            s = self.sections[i]
             m = np.load(self.maps[i])
             pre, suf = s.array(f"prefix_{n}"), s.array(f"suffix_{n}")
             counts_n = s.array(f"counts_{n}")
@@ -181,21 +197,37 @@ class _Merge:
                     nb.add(i, "right", gp, last, counts_n)  # w = the first n-1 tokens, neighbour = the last
                 del first, last
             if select:
-                local = np.flatnonzero((gp >= 0) & (gs >= 0)).astype(np.int64)
+                local = np.flatnonzero((gp >= 0) & (gs >= 0)).astype(np.int32)  # 4 bytes on disk, not 8
                 keys = gp[local].astype(np.int64) * n_prev + gs[local]
                 if len(keys) > 1 and not bool(np.all(keys[1:] > keys[:-1])):
                     raise ZenError(f"{s.path}: section {s.index + 1}, length {n}: n-grams out of order; "
                                    f"the counts file is damaged")
-                sp, sample = spill_sorted(self.tmp_dir, f"s{i:05d}", keys, counts_n[local], local)
-                spills.append(sp)
-                samples.append(sample)
+                out = spill_sorted(self.tmp_dir, f"s{i:05d}", keys, counts_n[local], local)
                 del keys, local
+            else:
+                out = None
             del m, gp, gs, pre, suf, counts_n
-            if self.on_step:
-                self.on_step(n, i + 1)
+            self._step(n, done)
+            return out
+
+        results = self._each(one, range(len(self.sections)))
         if self.ends is not None:
             self.ends.next_level()
-        return spills, samples
+        spills = [r[0] for r in results if r is not None]
+        return spills, [r[1] for r in results if r is not None]
+
+    def _each(self, fn: Callable[[int], Any], items: Iterable[int]) -> list[Any]:
+        """fn over items, in order, on `workers` threads."""
+        if self.workers == 1:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(self.workers) as pool:
+            return list(pool.map(fn, items))
+
+    def _step(self, n: int, done: list[int]) -> None:
+        with self._lock:
+            done[0] += 1
+            if self.on_step:
+                self.on_step(n, done[0])
 
     def entropy(self, n: int, nb: Neighbours) -> None:
         """The branching entropies of the level-n n-grams, from the neighbours gathered at level n + 1."""
@@ -225,8 +257,8 @@ class _Merge:
     def next_maps(self, n: int, keys: np.ndarray, spills: list[Spill], keep: bool) -> None:
         """Each section's local level-n id → global id (binary search of its keys among the frequent ones),
         for the next level when `keep`; level n's spills and level n-1's maps are deleted."""
-        new_maps: list[Path] = []
-        for i, (s, sp) in enumerate(zip(self.sections, spills)):
+        def one(i: int) -> Path | None:
+            s, sp, path = self.sections[i], spills[i], None
             if keep and len(keys):
                 local_keys = sp.keys(mmap=False)
                 pos = np.searchsorted(keys, local_keys)
@@ -236,9 +268,11 @@ class _Merge:
                 m[sp.local()[found]] = pos[found]
                 path = self.tmp_dir / f"map-{i:05d}-{n}.npy"
                 save_npy(path, m)
-                new_maps.append(path)
                 del m, pos, found, local_keys
             sp.delete()
+            return path
+
+        new_maps = [p for p in self._each(one, range(len(self.sections))) if p is not None]
         for p in self.maps:
             p.unlink(missing_ok=True)
         self.maps = new_maps

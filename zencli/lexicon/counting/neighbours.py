@@ -3,6 +3,7 @@ their left and right neighbour tokens, so sharded and one-pass builds agree bit 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -29,17 +30,17 @@ class Neighbours:
     def __init__(self, folder: Path, vocab_all: int, continuation: np.ndarray):
         self.folder, self.vocab = folder, vocab_all
         self.continuation = continuation  # [vocab_all] bool: token is a `##` piece
-        self.spills: dict[str, list[Spill]] = {"left": [], "right": []}
-        self.samples: dict[str, list[np.ndarray]] = {"left": [], "right": []}
+        self.parts: dict[str, dict[int, tuple[Spill, np.ndarray]]] = {"left": {}, "right": {}}  # by section
+        self._lock = threading.Lock()  # sections may be added from several threads
 
     def add(self, index: int, side: str, gram: np.ndarray, neighbour: np.ndarray, counts: np.ndarray) -> None:
         """One section's entries: level-n global ids `gram` (-1: not frequent), neighbour token ids."""
         keep = np.flatnonzero(gram >= 0)
         keys = gram[keep].astype(np.int64) * self.vocab + neighbour[keep]
         order = np.argsort(keys, kind="stable")
-        sp, sample = spill_sorted(self.folder, f"nb-{side}-{index:05d}", keys[order], counts[keep][order])
-        self.spills[side].append(sp)
-        self.samples[side].append(sample)
+        part = spill_sorted(self.folder, f"nb-{side}-{index:05d}", keys[order], counts[keep][order])
+        with self._lock:
+            self.parts[side][index] = part
 
     def entropy(self, side: str, totals: np.ndarray, partition_entries: int) -> np.ndarray:
         """float64 [F]: H = log2 T - (sum over neighbours c log2 c) / T, T = count(w).
@@ -50,7 +51,9 @@ class Neighbours:
         tokenizer, and those occurrences say nothing about a free boundary.
         """
         s = np.zeros(len(totals), np.float64)
-        for keys, c in merged_ranges(self.spills[side], self.samples[side], partition_entries, 1, self.vocab):
+        parts = [self.parts[side][i] for i in sorted(self.parts[side])]
+        spills = [sp for sp, _ in parts]
+        for keys, c in merged_ranges(spills, [sample for _, sample in parts], partition_entries, 1, self.vocab):
             if not len(keys):
                 continue
             w, tok = keys // self.vocab, keys % self.vocab
@@ -64,7 +67,7 @@ class Neighbours:
             glued = np.bincount(w[inside] - lo, weights=c[inside], minlength=size).astype(np.float64)
             part += glued * np.log2(np.maximum(glued, 1.0))
             s[lo : lo + len(part)] += part  # each n-gram's keys lie in one range: s is summed in key order
-        for sp in self.spills[side]:
+        for sp in spills:
             sp.delete()
         t = totals.astype(np.float64)
         return np.maximum(np.log2(t) - s / t, 0.0)

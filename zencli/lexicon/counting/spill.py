@@ -53,8 +53,9 @@ def sum_sorted_runs(keys: np.ndarray, counts: np.ndarray, min_freq: int) -> tupl
 
 def spill_sorted(folder: Path, name: str, keys: np.ndarray, counts: np.ndarray,
                   local: np.ndarray | None = None) -> tuple[Spill, np.ndarray]:
-    """Spill entries whose keys are already sorted; returns the spill and a sample of its keys."""
-    return Spill(folder, name, keys, counts, local), keys[:: max(1, len(keys) // 256)]
+    """Spill entries whose keys are already sorted; returns the spill and a sample of its keys (a copy: a
+    strided view would keep all of `keys` in memory, for every section, until the level is merged)."""
+    return Spill(folder, name, keys, counts, local), keys[:: max(1, len(keys) // 256)].copy()
 
 
 def merged_ranges(spills: Sequence[Spill], samples: Sequence[np.ndarray], partition_entries: int,
