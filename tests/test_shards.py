@@ -82,6 +82,42 @@ def test_get_batch_equals_collate_of_the_records(shards):
         assert all(torch.equal(fa[k], fb[k]) for k in fb)
 
 
+def test_few_shards_are_open_at_once_and_a_machine_limit_is_named(shards, monkeypatch):
+    """A 1G-character corpus makes thousands of shards: mapping every one ran out of file descriptors."""
+    import errno
+
+    import zencli.data.shards as shards_mod
+
+    out, *_ = shards
+    want = PretrainShards(out)
+    want_batch = want.get_batch(np.arange(len(want)))
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert 1 <= shards_mod.open_shards_limit() <= shards_mod.OPEN_SHARDS
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (66, hard))  # ulimit -n 66: 3 shards of 11 columns
+    assert shards_mod.open_shards_limit() == 3
+    monkeypatch.setattr(shards_mod, "OPEN_SHARDS", 2)
+    ds = PretrainShards(out)
+    assert len(ds.names) >= 3
+    assert np.array_equal(ds.lengths, want.lengths) and len(ds._open) == 0  # lengths: read, not kept open
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        idx = rng.permutation(len(ds))  # every shard in one batch
+        got = ds.get_batch(idx)
+        assert all(torch.equal(got[k], want_batch[k][torch.from_numpy(idx)]) for k in got)
+        assert len(ds._open) <= 2
+    assert [ds[i]["input_ids"].tolist() for i in (0, len(ds) - 1)] == [want[i]["input_ids"].tolist()
+                                                                       for i in (0, len(ds) - 1)]
+
+    def too_many(*a, **k):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(shards_mod.np, "load", too_many)
+    with pytest.raises(ZenError, match=r"cannot open \(Too many open files\); raise the limit \(ulimit -n\)"):
+        PretrainShards(out).get_batch([0])
+
+
 def test_a_batch_trains_the_pretraining_model(shards):
     from zencli.model.config import ZenConfig
     from zencli.model.pretraining import ZenForPreTraining

@@ -28,10 +28,12 @@ More: docs/design.md, "Pretraining shards".
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import shutil
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -166,17 +168,44 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
 # reading
 
 
+# Shards whose columns are memory-mapped at once: each mapping holds a file descriptor, and a 1G-character
+# corpus makes thousands of shards (4,420 at the default 10,000 examples), which would exceed the usual limit
+# of 1,024 open files. At most this many, and at most half the process's limit of open files; batches draw
+# from at most batch-size shards, so a small cache keeps the reads cheap.
+OPEN_SHARDS = 64
+
+
+def open_shards_limit() -> int:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):  # no such limit here (Windows)
+        return OPEN_SHARDS
+    if soft == resource.RLIM_INFINITY:
+        return OPEN_SHARDS
+    return max(1, min(OPEN_SHARDS, soft // 2 // len(COLUMNS)))
+_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+
+
+def _load_column(path: Path, mmap: bool, damaged: str = "the shard is damaged, generate it again") -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None)
+    except OSError as e:
+        if e.errno in _LIMIT_ERRNOS:  # a limit of this machine or process, not the file's fault
+            raise ZenError(f"{path}: cannot open ({e.strerror}); raise the limit (ulimit -n) or free memory") from None
+        raise ZenError(f"{path}: cannot read ({e}); {damaged}") from None
+    except ValueError as e:
+        raise ZenError(f"{path}: cannot read ({e}); {damaged}") from None
+
+
 class _Shard:
     """The memory-mapped columns of one shard folder, as attributes named after COLUMNS."""
 
     def __init__(self, directory: Path):
         self.dir = directory
         for name in COLUMNS:
-            path = directory / f"{name}.npy"
-            try:
-                setattr(self, name, np.load(path, mmap_mode="r"))
-            except (OSError, ValueError) as e:
-                raise ZenError(f"{path}: cannot read ({e}); the shard is damaged, generate it again") from None
+            setattr(self, name, _load_column(directory / f"{name}.npy", mmap=True))
         self.n = len(self.lengths)
         for name in ("input_ids", "seg_a", "nsp_labels"):
             if len(getattr(self, name)) != self.n:
@@ -231,23 +260,25 @@ class PretrainShards:
         counts = np.array([int(s["examples"]) for s in self.manifest["shards"]], np.int64)
         self._starts = np.zeros(len(counts) + 1, np.int64)  # [n_shards + 1] first example of each shard
         np.cumsum(counts, out=self._starts[1:])
-        self._shards: list[_Shard | None] = [None] * len(self.names)
+        self._open: OrderedDict[int, _Shard] = OrderedDict()  # the shards most recently read
+        self._open_limit = open_shards_limit()
         freqs_path = self.dir / FREQS_NAME
-        try:
-            self.ngram_freqs = np.load(freqs_path)  # [G+1] small: read into memory
-        except (OSError, ValueError) as e:
-            raise ZenError(f"{freqs_path}: cannot read ({e}); generate the shards again") from None
+        self.ngram_freqs = _load_column(freqs_path, mmap=False, damaged="generate the shards again")  # [G+1] small
 
     def __len__(self) -> int:
         return int(self._starts[-1])
 
     def _shard(self, s: int) -> _Shard:
-        shard = self._shards[s]
-        if shard is None:
-            shard = self._shards[s] = _Shard(self.dir / self.names[s])
-            expected = int(self._starts[s + 1] - self._starts[s])
-            if shard.n != expected:
-                raise ZenError(f"{shard.dir}: {shard.n} examples, the manifest says {expected}; the shard is damaged")
+        shard = self._open.get(s)
+        if shard is not None:
+            self._open.move_to_end(s)
+            return shard
+        if len(self._open) >= self._open_limit:
+            self._open.popitem(last=False)  # its mappings close with it
+        shard = self._open[s] = _Shard(self.dir / self.names[s])
+        expected = int(self._starts[s + 1] - self._starts[s])
+        if shard.n != expected:
+            raise ZenError(f"{shard.dir}: {shard.n} examples, the manifest says {expected}; the shard is damaged")
         return shard
 
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -261,8 +292,15 @@ class PretrainShards:
     @property
     def lengths(self) -> np.ndarray:
         """[N] tokens of every example (for length-bucketed batches; reads one small column per shard)."""
-        return np.concatenate([np.asarray(self._shard(s).lengths, np.int32) for s in range(len(self.names))]
-                              or [np.zeros(0, np.int32)])
+        out = []
+        for s, name in enumerate(self.names):  # read, not mapped: one file open at a time
+            col = _load_column(self.dir / name / "lengths.npy", mmap=False)
+            expected = int(self._starts[s + 1] - self._starts[s])
+            if len(col) != expected:
+                raise ZenError(f"{self.dir / name}: {len(col)} examples, the manifest says {expected}; "
+                               f"the shard is damaged")
+            out.append(col.astype(np.int32, copy=False))
+        return np.concatenate(out or [np.zeros(0, np.int32)])
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         if not isinstance(i, (int, np.integer)):
