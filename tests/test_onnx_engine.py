@@ -169,7 +169,7 @@ def test_engine_errors_are_one_line(exported, tmp_path):
     r = runner.invoke(app, ["predict", str(onnx_dir), "--engine", "onnx", "--dtype", "bf16"], input=b"x")
     assert "fp32 or int8" in str(r.exception)
     r = runner.invoke(app, ["predict", str(onnx_dir), "--engine", "tensorrt"], input=b"x")
-    assert "--engine: expected torch or onnx" in str(r.exception)
+    assert "--engine: expected torch, torch-compile or onnx" in str(r.exception)
     r = runner.invoke(app, ["model", "export", str(model_dir), "-o", str(tmp_path / "x"), "--format", "tflite"])
     assert "--format: expected released or onnx" in str(r.exception)
     export_onnx(model_dir, tmp_path / "fp32-only", int8=False)

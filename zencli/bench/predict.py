@@ -14,13 +14,15 @@ share outside the encoder it shows is an upper bound — the hook-timed share is
 `size` rebuilds MODEL's encoder at another size (tiny, small, base or LxHxN) with random weights — task,
 labels, vocabulary and lexicon kept — to time the path at a size there is no fine-tuned model of.
 
-`engines` adds ONNX Runtime (zencli.tasks.engine) beside torch: the model (resized or not) is exported to a
-temporary folder and run in fp32 and int8, interleaved with torch's rounds in the same run; its "encoder"
-share is the ONNX Runtime call (the graph: encoder and head).
+`engines` adds, beside torch, torch-compile (a copy with its encoder compiled, fp32 and bf16; the warm-up
+rounds take the compiling) and ONNX Runtime (zencli.tasks.engine: the model, resized or not, exported to a
+temporary folder and run in fp32 and int8; its "encoder" share is the ONNX Runtime call, encoder and head),
+interleaved with torch's rounds in the same run.
 """
 
 from __future__ import annotations
 
+import copy
 import cProfile
 import os
 import pstats
@@ -37,7 +39,7 @@ from zencli.bench.common import interleaved_rounds, machine_facts
 from zencli.bench.model import ModelSize, parse_size
 from zencli.errors import ZenError
 from zencli.model.encoder import ZenModel
-from zencli.tasks.engine import export_onnx, load_onnx
+from zencli.tasks.engine import compile_encoder, export_onnx, load_onnx
 from zencli.tasks.inference import set_dtype
 from zencli.tasks.model_dir import LoadedModel, load_task_model, save_task_model
 from zencli.tasks.network import TaskModel
@@ -45,7 +47,7 @@ from zencli.tasks.predict import predict_stream
 from zencli.text.reading import iter_lines
 
 DTYPES = ("fp32", "bf16", "int8")
-ENGINE_DTYPES = {"torch": DTYPES, "onnx": ("fp32", "int8")}
+ENGINE_DTYPES = {"torch": DTYPES, "torch-compile": ("fp32", "bf16"), "onnx": ("fp32", "int8")}
 # phase → (file name ending, function name) pairs whose cumulative time is the phase's (they do not nest)
 PHASES: dict[str, tuple[tuple[str, str], ...]] = {
     "reading": (("text/reading.py", "decode_lines"),),
@@ -172,7 +174,7 @@ def _run(model: Path, data: Path, dtypes: list[str] | None, engines: list[str] |
         torch.set_num_threads(threads)
     if rounds < 1 or warmup < 0:
         raise ZenError(f"--rounds/--warmup: expected >= 1 and >= 0, got {rounds} and {warmup}")
-    chosen = list(dict.fromkeys(dtypes or DTYPES))
+    chosen = chosen_dtypes = list(dict.fromkeys(dtypes or DTYPES))
     bad = [p for p in chosen if p not in DTYPES]
     if bad:
         raise ZenError(f"--dtype: expected a comma-separated list of {', '.join(DTYPES)}, got {bad[0]!r}")
@@ -198,11 +200,16 @@ def _run(model: Path, data: Path, dtypes: list[str] | None, engines: list[str] |
     if "torch" in engines:
         models = {p: set_dtype(LoadedModel(base.model, base.task, base.inputs, base.spec, base.path), p)
                   for p in chosen}
+    if "torch-compile" in engines:  # a copy each: compiling wraps the encoder of the model it is given
+        models.update({f"torch-compile {p}": compile_encoder(set_dtype(LoadedModel(
+            copy.deepcopy(base.model), base.task, base.inputs, base.spec, base.path), p))
+            for p in chosen if p in ENGINE_DTYPES["torch-compile"]})
     if "onnx" in engines:
         models.update(onnx)
     chosen = list(models)
     if not chosen:
-        raise ZenError("--engine onnx: runs fp32 and int8; give one of them in --dtype")
+        raise ZenError(f"--engine {','.join(engines)}: none of them runs {','.join(chosen_dtypes)} "
+                       f"(torch-compile: fp32, bf16; onnx: fp32, int8)")
     by_cpu = (threads == 1) and device == "cpu"
     clock = time.process_time if by_cpu else time.perf_counter
     hooks = {p: EncoderClock(m.model, clock) for p, m in models.items()}

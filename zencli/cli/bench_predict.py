@@ -19,8 +19,9 @@ def predict(
                                               "(default: PD98 raw dev)."),
     max_lines: int = typer.Option(0, "--max-lines", help="Predict the first N lines only (0: all)."),
     dtype: str = typer.Option("fp32,bf16,int8", "--dtype", help="Comma-separated: fp32, bf16, int8."),
-    engine: str = typer.Option("torch", "--engine", help="Comma-separated: torch, onnx (ONNX Runtime on an "
-                               "export made for the run, fp32 and int8; needs zencli[onnx])."),
+    engine: str = typer.Option("torch", "--engine", help="Comma-separated: torch, torch-compile (fp32 and "
+                               "bf16; the warm-up rounds compile), onnx (ONNX Runtime on an export made for the run, "
+                               "fp32 and int8; needs zencli\\[onnx])."),
     size: Optional[str] = typer.Option(None, "--size", help="Rebuild MODEL's encoder at this size (tiny, small, "
                                        "base or LxHxN) with random weights, to time the path at that size."),
     rounds: int = typer.Option(3, "--rounds", help="Timed passes per dtype (interleaved)."),

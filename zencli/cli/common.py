@@ -34,8 +34,10 @@ DTYPE_OPTION = typer.Option(
 
 # Flags renamed since: old → new. A command that takes the new flag refuses the old one in one line naming the
 # new one (`refuse_renamed_flags`), rather than Click's "No such option". `--precision` also names P in P/R/F.
-ENGINE_OPTION = typer.Option("torch", "--engine", help="torch (MODEL: a model directory) or onnx (MODEL: the folder "
-                             "of `zen model export --format onnx`; fp32, or --dtype int8).")
+ENGINE_OPTION = typer.Option("torch", "--engine", help="torch (MODEL: a model directory), torch-compile (the same, "
+                             "its encoder compiled by torch.compile: tens of seconds first, then faster; fp32 or "
+                             "bf16) or onnx (MODEL: the folder of `zen model export --format onnx`; fp32, or "
+                             "--dtype int8).")
 RENAMED_FLAGS = {"--precision": "--dtype"}
 
 
