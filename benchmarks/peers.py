@@ -22,6 +22,13 @@ char are filled; the released model runs its n-gram tower on all `slots`, zen on
   autocast outputs without the per-call weight casts);
 - training: MLM + NSP pretraining step (forward, backward, clipping, optimizer step): dense AdamW for the
   peers; zen with its own optimizer setup (AdamW + row-sparse LazyAdamW for big tables).
+With `--profile`, zen's two encoders are also run under torch.profiler (2 forwards per dtype, after the
+timed rounds) and each one's operators with the most self CPU time are reported: where a dtype's time goes.
+With `--engines torch,onnx`, zen2 and the HF BERT (inference) also run in ONNX Runtime ("… ort" rows):
+each encoder exported the same way, by torch.onnx's TorchScript exporter at opset 17 with batch, length
+and slots dynamic (zen's in export mode, as `zen model export` traces it), in fp32 and as onnxruntime's
+dynamic int8 quantization of that graph; one session per graph with `threads` intra-op threads and the
+default graph optimizations. The graph's output is the sequence output.
 Rounds are interleaved in rotated order (each round times every model in every dtype) after `warmup`
 untimed rounds; ratios are medians of per-round ratios, timed by process CPU time with one thread (immune
 to other load), else by wall clock.
@@ -32,7 +39,10 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import logging
 import sys
+import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -62,6 +72,7 @@ from zencli.bench.model import (
 from zencli.cli.bench_model import _say  # wide enough that numbers never wrap
 from zencli.cli.common import progress_bar, refuse_renamed_flags, write_json_report
 from zencli.errors import ZenError
+from zencli.model.export_mode import exporting
 from zencli.model.inference import hold_linear_weights_in
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
@@ -70,6 +81,8 @@ from zencli.train.optim import clip_grad_norm
 
 PEERS = ("released", "hf-bert")
 DTYPES = ("fp32", "bf16", "int8")
+ENGINES = ("torch", "onnx")
+OPSET = 17
 
 
 def load_released(directory: Path) -> Any:
@@ -202,11 +215,113 @@ class PredictEncoder:
         return clock.lap()
 
 
+class _Traced(nn.Module):
+    """An encoder with positional tensor inputs and its sequence output, as torch.onnx traces it."""
+
+    def __init__(self, encoder: nn.Module, keys: tuple[str, ...], zen: bool):
+        super().__init__()
+        self.encoder, self.keys, self.zen = encoder, keys, zen
+
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        kw = dict(zip(self.keys, tensors))
+        if self.zen:
+            return self.encoder(kw.pop("input_ids"), **kw).sequence_output
+        return self.encoder(**kw).last_hidden_state
+
+
+class OrtEncoder:
+    """An encoder exported to ONNX and run by ONNX Runtime in fp32 or int8 (module docstring), timed like
+    `Variant.infer`: the session's run on the batch's inputs as numpy arrays."""
+
+    def __init__(self, encoder: nn.Module, keys: tuple[str, ...], zen: bool, sample: dict[str, torch.Tensor],
+                 seq_len: int, folder: Path, threads: int):
+        import onnxruntime as ort
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        graph = _Traced(copy.deepcopy(encoder).float().eval(), keys, zen)
+        axes = {k: {0: "batch", 1: "slots" if k.startswith("ngram_") else "length"} for k in keys}
+        fp32 = folder / "model.onnx"
+        with warnings.catch_warnings(), torch.no_grad(), exporting(seq_len):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(graph, tuple(sample[k] for k in keys), str(fp32), input_names=list(keys),
+                              output_names=["sequence_output"],
+                              dynamic_axes={**axes, "sequence_output": {0: "batch", 1: "length"}},
+                              opset_version=OPSET, dynamo=False, do_constant_folding=True)
+        root = logging.getLogger()
+        level, root.level = root.level, logging.ERROR  # its advice on pre-processing, for every model
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                quantize_dynamic(str(fp32), str(folder / "model.int8.onnx"), weight_type=QuantType.QInt8)
+        finally:
+            root.setLevel(level)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads or torch.get_num_threads()
+        opts.inter_op_num_threads = 1
+        self.sessions = {d: ort.InferenceSession(str(folder / f), opts, providers=["CPUExecutionProvider"])
+                         for d, f in (("fp32", "model.onnx"), ("int8", "model.int8.onnx"))}
+        self.inputs = {d: [i.name for i in s.get_inputs()] for d, s in self.sessions.items()}
+
+    def feed(self, batch: dict[str, torch.Tensor], dtype: str) -> dict[str, np.ndarray]:
+        return {k: batch[k].numpy() for k in self.inputs[dtype]}
+
+    def outputs(self, batch: dict[str, torch.Tensor], dtype: str) -> np.ndarray:
+        """The sequence output [B,L,H]."""
+        return self.sessions[dtype].run(None, self.feed(batch, dtype))[0]
+
+    def infer(self, batch: dict[str, torch.Tensor], dtype: str) -> tuple[float, float]:
+        feed = self.feed(batch, dtype)
+        clock = Clock(torch.device("cpu"))
+        self.sessions[dtype].run(None, feed)
+        return clock.lap()
+
+
+def ort_encoders(variants: dict[str, Any], batch: dict[str, torch.Tensor], seq_len: int, folder: Path,
+                 threads: int) -> dict[str, OrtEncoder]:
+    """ONNX Runtime versions of zen2 and the HF BERT (where it is timed): "zen zen2 ort", "hf-bert ort"."""
+    out = {}
+    if "zen zen2" in variants:
+        keys = ("input_ids", *encoder_inputs(batch, True))
+        out["zen zen2 ort"] = OrtEncoder(variants["zen zen2"].model.bert, keys, True, batch, seq_len,
+                                         _subfolder(folder, "zen2"), threads)
+    if "hf-bert" in variants:
+        out["hf-bert ort"] = OrtEncoder(variants["hf-bert"].encoder, ("input_ids", "token_type_ids", "attention_mask"),
+                                        False, batch, seq_len, _subfolder(folder, "hf-bert"), threads)
+    return out
+
+
+def _subfolder(folder: Path, name: str) -> Path:
+    (folder / name).mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def op_profile(run: Callable[[], Any], passes: int = 2, top: int = 10) -> list[dict[str, Any]]:
+    """The operators of `passes` calls of `run` with the most self CPU time: name, share of the total, calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(passes):
+            run()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: -e.self_cpu_time_total)
+    return [{"op": e.key, "share": e.self_cpu_time_total / total, "calls": e.count // passes} for e in events[:top]]
+
+
 def cases(names: list[str], mode: str, dtypes: list[str]) -> list[tuple[str, str]]:
-    """(model, dtype) pairs one round times: every model in every dtype, int8 for zen's encoders
-    and for inference only (the peers have no int8 path of their own)."""
-    return [(n, p) for p in dtypes for n in names
-            if p != "int8" or (mode == "infer" and n.startswith("zen "))]
+    """(model, dtype) pairs one round times: every model in every dtype, int8 for zen's encoders and the
+    ONNX Runtime graphs, inference only (the torch peers have no int8 path of their own); the ONNX Runtime
+    graphs in fp32 and int8, inference only."""
+    out = []
+    for p in dtypes:
+        for n in names:
+            if n.endswith(" ort"):
+                ok = mode == "infer" and p in ("fp32", "int8")
+            else:
+                ok = p != "int8" or (mode == "infer" and n.startswith("zen "))
+            if ok:
+                out.append((n, p))
+    return out
 
 
 def _time_case(variants: dict[str, Any], predict: dict[tuple[str, str], Any], batches: list[dict[str, Any]],
@@ -215,7 +330,9 @@ def _time_case(variants: dict[str, Any], predict: dict[tuple[str, str], Any], ba
     its CPU or wall seconds."""
     name, prec = case
     v, b = variants[name], batches[r % len(batches)]
-    if mode == "infer" and case in predict:
+    if isinstance(v, OrtEncoder):
+        wall, cpu = v.infer(b, prec)
+    elif mode == "infer" and case in predict:
         wall, cpu = predict[case].infer(b)
     elif isinstance(v, Variant):
         if mode == "train":
@@ -237,6 +354,14 @@ def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
     for (name, prec), t in times.items():
         if name != zen and (zen, prec) in times:
             out[f"zen2 vs {name}, {prec}"] = _ratio(t, times[(zen, prec)])
+    if ("zen zen2 ort", "fp32") in times:  # zen2 in each engine and dtype against its own torch fp32
+        for (name, prec), t in times.items():
+            if name.startswith("zen zen2") and (name, prec) != (zen, "fp32"):
+                out[f"{name} {prec} vs zen zen2 fp32"] = _ratio(times[(zen, "fp32")], t)
+        if ("hf-bert ort", "fp32") in times:
+            for prec in ("fp32", "int8"):
+                out[f"zen2 ort vs hf-bert ort, {prec}"] = _ratio(times[("hf-bert ort", prec)],
+                                                                 times[("zen zen2 ort", prec)])
     if ("hf-bert", "fp32") in times:
         for prec in ("fp32", "bf16"):
             if ("hf-bert", prec) in times and ("zen bert", prec) in times:
@@ -251,7 +376,9 @@ def _ratios(times: dict[tuple[str, str], list[float]]) -> dict[str, float]:
 
 def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[str], steps: int, warmup: int,
         batch: int, seq_len: int, slots: int, ngram_rows: int, vocab_size: int, threads: int, seed: int,
-        device: str = "cpu", dtype: str | list[str] | None = None, log: Callable[[str], None] = lambda s: None,
+        device: str = "cpu", dtype: str | list[str] | None = None, engines: list[str] = ("torch",),
+        profile: bool = False,
+        log: Callable[[str], None] = lambda s: None,
         advance: Callable[[str], None] = lambda s: None,
         on_total: Callable[[int], None] = lambda n: None) -> dict[str, Any]:
     """Interleaved timings of zen2, zen's bert and the available peers per size and dtype (`dtype`:
@@ -265,6 +392,19 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ZenError("--device cuda: no CUDA device is available")
     dtypes = dtype_list(dtype, dev)
+    bad = [e for e in engines if e not in ENGINES]
+    if bad or not engines:
+        raise ZenError(f"--engines: expected a comma-separated list of {', '.join(ENGINES)}, got {','.join(engines)}")
+    onnx = "onnx" in engines
+    if onnx:
+        if dev.type != "cpu":
+            raise ZenError(f"--engines onnx: ONNX Runtime is timed on the CPU here, not on {dev}")
+        if "infer" not in modes:
+            raise ZenError("--engines onnx: ONNX Runtime rows are inference only; add infer to --modes")
+        try:
+            importlib.import_module("onnxruntime")
+        except ImportError:
+            raise ZenError("--engines onnx: onnxruntime is not installed (pip install 'zencli[onnx]')") from None
     rng_batches = make_batches(max(2, steps), batch=batch, seq_len=seq_len, slots=slots, ngram_rows=ngram_rows,
                                vocab_size=vocab_size,
                                chars=synthetic_chars(batch * seq_len * 4, vocab_size, np.random.default_rng(seed)),
@@ -274,7 +414,7 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
     rng_batches = [{k: t.to(dev) for k, t in b.items()} for b in rng_batches]
     by_cpu = threads == 1 and dev.type == "cpu"
     names_all = ["zen zen2", "zen bert"] + (["released zen2"] if release_mod is not None else []) + (
-        ["hf-bert"] if hf else [])
+        ["hf-bert"] if hf else []) + (["zen zen2 ort"] + (["hf-bert ort"] if hf else []) if onnx else [])
     on_total(len(sizes) * (warmup + steps) * sum(len(cases(names_all, m, dtypes)) for m in modes))
     results = []
     for size in sizes:
@@ -287,6 +427,9 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
             variants["released zen2"] = released_variant(release_mod, size, vocab_size, ngram_rows, seed, dev)
         if hf:
             variants["hf-bert"] = hf_variant(size, vocab_size, seed, dev)
+        tmp = tempfile.TemporaryDirectory(prefix="zen-peers-onnx-") if onnx else None
+        if tmp is not None:
+            variants.update(ort_encoders(variants, rng_batches[0], seq_len, Path(tmp.name), threads))
         predict = ({(n, p): PredictEncoder(variants[n], p) for n in ("zen zen2", "zen bert")
                     for p in ("bf16", "int8") if p in dtypes} if "infer" in modes else {})
         names = list(variants)
@@ -303,13 +446,22 @@ def run(*, sizes: list[ModelSize], released: Path | None, hf: bool, modes: list[
                          for (n, p), t in times.items()]
             row[mode + "_ratios"] = _ratios(times)
             log(f"{size.name} {mode}: " + ", ".join(f"{k} {v:.2f}×" for k, v in row[mode + "_ratios"].items()))
+        if profile and "infer" in modes:
+            b = rng_batches[0]
+            row["profile"] = {f"{n} {p}": op_profile(functools.partial(
+                predict[(n, p)].infer if (n, p) in predict else variants[n].infer, *((b,) if (n, p) in predict
+                                                                                   else (b, p))))
+                for n in ("zen zen2", "zen bert") for p in dtypes}
         results.append(row)
         del variants, predict
+        if tmp is not None:
+            tmp.cleanup()
     return {"settings": {"batch": batch, "seq_len": seq_len, "slots": slots, "ngram_rows": ngram_rows,
                          "vocab_size": vocab_size, "threads": threads or torch.get_num_threads(),
                          "clock": "cpu" if by_cpu else "wall", "steps": steps, "warmup": warmup,
                          "released": str(released) if released else None, "hf": hf,
-                         "device": str(dev), "dtypes": dtypes,
+                         "device": str(dev), "dtypes": dtypes, "engines": list(engines),
+                         "onnxruntime": importlib.import_module("onnxruntime").__version__ if onnx else None,
                          "torch": torch.__version__},
             "results": results}
 
@@ -335,6 +487,10 @@ def peers(
     dtype: str = typer.Option(None, "--dtype", help="Comma-separated: fp32, bf16 (autocast, every model "
                               "alike), int8 (zen's encoders, inference; CPU). Default: all three on CPU, "
                               "fp32,bf16 on CUDA."),
+    profile: bool = typer.Option(False, "--profile", help="Also profile zen's encoders' inference per dtype "
+                                 "(torch.profiler): the operators with the most self CPU time."),
+    engines: str = typer.Option("torch", "--engines", help="torch, onnx or both: onnx adds zen2 and the HF "
+                                "BERT exported to ONNX and run by ONNX Runtime in fp32 and int8 (inference)."),
     seed: int = typer.Option(0, "--seed"),
     json_path: Path = typer.Option(None, "--json", help="Also write the results as JSON here."),
 ) -> None:
@@ -347,7 +503,7 @@ def peers(
         report = run(sizes=[parse_size(s) for s in sizes.split(",") if s.strip()], released=released, hf=hf,
                      modes=mode_list, steps=steps, warmup=warmup, batch=batch, seq_len=seq_len, slots=slots,
                      ngram_rows=ngram_rows, vocab_size=21128, threads=threads, seed=seed, device=device,
-                     dtype=dtype,
+                     dtype=dtype, engines=[e.strip() for e in engines.split(",") if e.strip()], profile=profile,
                      log=lambda s: progress.console.print(f"[dim]{s}[/dim]"),
                      advance=lambda name: progress.update(task, advance=1, description=name),
                      on_total=lambda n: progress.update(task, total=n))
@@ -375,6 +531,14 @@ def peers(
         _say(t)
         if ratios.row_count:
             _say(ratios)
+    for r in report["results"]:
+        for case, ops in r.get("profile", {}).items():
+            t = Table(title=f"{r['size']} {case}: self CPU time per operator (torch.profiler, per forward)")
+            for c in ("operator", "share", "calls"):
+                t.add_column(c, justify="left" if c == "operator" else "right", no_wrap=True)
+            for o in ops:
+                t.add_row(o["op"], f"{100 * o['share']:.1f}%", str(o["calls"]))
+            _say(t)
     write_json_report(json_path, report)
 
 
