@@ -39,7 +39,6 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
-import logging
 import sys
 import tempfile
 import warnings
@@ -76,13 +75,13 @@ from zencli.model.export_mode import exporting
 from zencli.model.inference import hold_linear_weights_in
 from zencli.model.ngram_fusion import ngram_position_matrix
 from zencli.model.pretraining import IGNORE_INDEX, ZenForPreTraining
+from zencli.tasks.engine import OPSET, ort_session, quantize_onnx_int8
 from zencli.train.dtype import autocast, inference_autocast, quantize_int8
 from zencli.train.optim import clip_grad_norm
 
 PEERS = ("released", "hf-bert")
 DTYPES = ("fp32", "bf16", "int8")
 ENGINES = ("torch", "onnx")
-OPSET = 17
 
 
 def load_released(directory: Path) -> Any:
@@ -235,9 +234,6 @@ class OrtEncoder:
 
     def __init__(self, encoder: nn.Module, keys: tuple[str, ...], zen: bool, sample: dict[str, torch.Tensor],
                  seq_len: int, folder: Path, threads: int):
-        import onnxruntime as ort
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
         graph = _Traced(copy.deepcopy(encoder).float().eval(), keys, zen)
         axes = {k: {0: "batch", 1: "slots" if k.startswith("ngram_") else "length"} for k in keys}
         fp32 = folder / "model.onnx"
@@ -247,18 +243,8 @@ class OrtEncoder:
                               output_names=["sequence_output"],
                               dynamic_axes={**axes, "sequence_output": {0: "batch", 1: "length"}},
                               opset_version=OPSET, dynamo=False, do_constant_folding=True)
-        root = logging.getLogger()
-        level, root.level = root.level, logging.ERROR  # its advice on pre-processing, for every model
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                quantize_dynamic(str(fp32), str(folder / "model.int8.onnx"), weight_type=QuantType.QInt8)
-        finally:
-            root.setLevel(level)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or torch.get_num_threads()
-        opts.inter_op_num_threads = 1
-        self.sessions = {d: ort.InferenceSession(str(folder / f), opts, providers=["CPUExecutionProvider"])
+        quantize_onnx_int8(fp32, folder / "model.int8.onnx")
+        self.sessions = {d: ort_session(folder / f, threads)
                          for d, f in (("fp32", "model.onnx"), ("int8", "model.int8.onnx"))}
         self.inputs = {d: [i.name for i in s.get_inputs()] for d, s in self.sessions.items()}
 

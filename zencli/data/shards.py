@@ -276,10 +276,14 @@ class PretrainShards:
         if len(self._open) >= self._open_limit:
             self._open.popitem(last=False)  # its mappings close with it
         shard = self._open[s] = _Shard(self.dir / self.names[s])
-        expected = int(self._starts[s + 1] - self._starts[s])
-        if shard.n != expected:
-            raise ZenError(f"{shard.dir}: {shard.n} examples, the manifest says {expected}; the shard is damaged")
+        self._check_count(s, shard.n)
         return shard
+
+    def _check_count(self, s: int, n: int) -> None:
+        expected = int(self._starts[s + 1] - self._starts[s])
+        if n != expected:
+            raise ZenError(f"{self.dir / self.names[s]}: {n} examples, the manifest says {expected}; "
+                           f"the shard is damaged")
 
     def _locate(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(self)
@@ -295,10 +299,7 @@ class PretrainShards:
         out = []
         for s, name in enumerate(self.names):  # read, not mapped: one file open at a time
             col = _load_column(self.dir / name / "lengths.npy", mmap=False)
-            expected = int(self._starts[s + 1] - self._starts[s])
-            if len(col) != expected:
-                raise ZenError(f"{self.dir / name}: {len(col)} examples, the manifest says {expected}; "
-                               f"the shard is damaged")
+            self._check_count(s, len(col))
             out.append(col.astype(np.int32, copy=False))
         return np.concatenate(out or [np.zeros(0, np.int32)])
 

@@ -152,17 +152,7 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
     used = [i.name for i in ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"]).get_inputs()]
     files = {"fp32": FILES["fp32"]}
     if int8:
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # not its advice on pre-processing, a warning for every model
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                quantize_dynamic(str(fp32), str(out / FILES["int8"]), weight_type=QuantType.QInt8)
-        finally:
-            root.setLevel(level)
+        quantize_onnx_int8(fp32, out / FILES["int8"])
         files["int8"] = FILES["int8"]
     else:
         (out / FILES["int8"]).unlink(missing_ok=True)
@@ -183,6 +173,31 @@ def export_onnx(model_dir: str | Path, output: str | Path, *, int8: bool = True,
     if say is not None:
         say(f"{loaded.path} → {out}: {', '.join(files.values())} (opset {OPSET}; inputs {', '.join(used)})")
     return out
+
+
+def quantize_onnx_int8(fp32: Path, out: Path) -> None:
+    """ONNX Runtime's dynamic int8 quantization of an fp32 graph (int8 weights, activations per call)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # not its advice on pre-processing, a warning for every model
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8)
+    finally:
+        root.setLevel(level)
+
+
+def ort_session(path: Path, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session with `threads` intra-op threads (default torch's, so both engines use the
+    same) and one inter-op thread."""
+    ort = require_onnx("--engine onnx")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 # --- running ----------------------------------------------------------------------------------------------
@@ -256,7 +271,7 @@ def load_onnx(path: str | Path, *, dtype: str = "auto", threads: int | None = No
               say: Callable[[str], None] | None = None) -> LoadedModel:
     """An ONNX export folder loaded into ONNX Runtime: fp32 (auto) or int8; `threads`: intra-op
     threads (default torch's, so both engines use the same)."""
-    ort = require_onnx("--engine onnx")
+    require_onnx("--engine onnx")  # a missing extra: one line, before anything is read
     d = Path(path)
     if not is_onnx_export(d):
         if not d.exists():
@@ -276,10 +291,7 @@ def load_onnx(path: str | Path, *, dtype: str = "auto", threads: int | None = No
     if chosen not in files:
         raise ZenError(f"{d}: no {chosen} model in this export (it has {', '.join(files)})")
     loaded = _task_side(d, int(config["head_input_size"]))
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or torch.get_num_threads()
-    options.inter_op_num_threads = 1
-    runtime = ort.InferenceSession(str(d / files[chosen]), options, providers=["CPUExecutionProvider"])
+    runtime = ort_session(d / files[chosen], threads)
     names = tuple(i.name for i in runtime.get_inputs())
     if set(names) - set(config["inputs"]):
         raise ZenError(f"{d / files[chosen]}: inputs {', '.join(names)} differ from {ONNX_CONFIG}'s")
