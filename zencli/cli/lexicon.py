@@ -99,7 +99,7 @@ def print_result(result, output: Path) -> None:
     if mem:
         s.add_row("peak RSS, all processes (sampled)", _mib(mem["peak_rss_total_sampled"]))
         s.add_row("peak RSS, main process", _mib(mem["peak_rss_main"]))
-        s.add_row("peak RSS, largest worker", _mib(mem["peak_rss_worker_max"]))
+        s.add_row("peak RSS, largest worker (sampled)", _mib(mem["peak_rss_worker_max"]))
         for stage, peak in mem.get("peak_rss_total_sampled_by_stage", {}).items():
             s.add_row(f"peak RSS while {stage.replace('_', ' ')} (sampled)", _mib(peak))
     if result.merged_raw:
