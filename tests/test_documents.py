@@ -6,7 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zencli.data.documents import detect_layout, make_pairs, read_documents, split_sentences
+from zencli.data.documents import (
+    Segments,
+    detect_layout,
+    half_segment,
+    make_pairs,
+    pair_spans,
+    read_documents,
+    split_sentences,
+)
 from zencli.errors import ZenError
 
 
@@ -58,3 +66,42 @@ def test_pairs_fit_and_cover_every_token_once(seed: int):
 def test_one_document_is_a_clear_error():
     with pytest.raises(ZenError, match="fewer than two documents"):
         make_pairs([[[1, 2, 3], [4, 5]]], max_seq_len=32, rng=np.random.default_rng(0))
+
+
+def _windows_reference(docs, half):
+    """The segments as lists: each sentence cut into windows of `half`, empty ones and empty documents left out."""
+    out = []
+    for doc in docs:
+        segs = [s[i : i + half] for s in doc for i in range(0, len(s), half)]
+        if segs:
+            out.append(segs)
+    return out
+
+
+@pytest.mark.parametrize("half", [1, 3, 30])
+def test_segments_cut_long_sentences_into_windows_and_skip_empty_ones(half: int):
+    rng = np.random.default_rng(half)
+    docs, _ = _docs(rng, n_docs=25)
+    docs.insert(3, [])  # an empty document
+    docs[5].insert(1, [])  # an empty sentence inside a document
+    docs.insert(7, [[]])  # a document of one empty sentence
+    seg = Segments.of_lists(docs, half)
+    ids, b, d = seg.ids.tolist(), seg.bounds.tolist(), seg.docs.tolist()
+    got = [[ids[b[k] : b[k + 1]] for k in range(d[j], d[j + 1])] for j in range(seg.n_docs)]
+    assert got == _windows_reference(docs, half)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_pair_spans_are_slices_of_their_documents(seed: int):
+    """A is consecutive segments of one document; a true B follows A; a random B lies in another document."""
+    docs, _ = _docs(np.random.default_rng(seed), n_docs=40)
+    seg = Segments.of_lists(docs, half_segment(32))
+    spans = pair_spans(seg, 32, np.random.default_rng(seed), short_seq_prob=0.3)
+    doc_start = seg.bounds[seg.docs[:-1]]  # [D] first token of each document
+    doc_of = np.searchsorted(doc_start, np.arange(len(seg.ids)), side="right") - 1  # [T]
+    assert ((spans.a1 > spans.a0) & (spans.b1 > spans.b0)).all()
+    assert (spans.a1 - spans.a0 + spans.b1 - spans.b0 + 3 <= 32).all()
+    assert (doc_of[spans.a0] == doc_of[spans.a1 - 1]).all() and (doc_of[spans.b0] == doc_of[spans.b1 - 1]).all()
+    true = ~spans.is_random_next
+    assert (spans.b0[true] == spans.a1[true]).all()
+    assert (doc_of[spans.b0[~true]] != doc_of[spans.a0[~true]]).all()

@@ -214,3 +214,22 @@ def test_cli_build_arabic_sidecar_drives_tokenizer(tmp_path: Path):
     assert not tok.strip_accents and "[UNK]" not in tok.tokens("كَتَبَ")
     res = runner.invoke(app, ["build", str(corpus), "-o", str(out), "-l", "ar", "--size", "20"])
     assert isinstance(res.exception, ZenError) and "--size 20 is too small" in str(res.exception)
+
+
+def test_build_zh_in_worker_processes_counts_the_same(tmp_path: Path, monkeypatch):
+    """Byte ranges counted in two processes (many small ranges, cut inside lines) give the vocabulary,
+    counts and line totals of one process; a bad byte is named at its line in the whole file."""
+    from zencli.text import vocab_build
+
+    lines = [("甲乙丙丁戊己庚辛" * 3)[k % 7 : k % 7 + 5 + k % 11] + ("，Ab" if k % 3 else "") for k in range(400)]
+    corpus = write(tmp_path / "c.txt", "\n".join(lines) + "\n")
+    other = write(tmp_path / "d.txt", "壬癸\n\n甲\n")
+    one = build_vocab([corpus, other], min_freq=2)
+    monkeypatch.setattr(vocab_build, "_RANGE_BYTES", 97)  # ranges planned here, so the patch holds
+    two = build_vocab([corpus, other], min_freq=2, workers=2)
+    assert two.vocab.tokens == one.vocab.tokens and two.info == one.info
+    assert one.info["corpus_lines"] == 403
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(("\n".join(lines[:300]) + "\n").encode() + b"\xff\xfe\n" + "甲\n".encode())
+    with pytest.raises(ZenError, match=r"bad\.txt:301: invalid UTF-8"):
+        build_vocab([bad], workers=2)

@@ -58,9 +58,14 @@ def build(
         help="Arabic normalisations, comma-separated, saved with the vocabulary and applied by every model "
         "built on it: diacritics, tatweel, alef (أ إ آ ٱ → ا), yaa (ى → ي). Default: none.",
     ),
+    workers: int = typer.Option(
+        0, "--workers", "-j", min=0,
+        help="zh: counting processes, each on byte ranges of the corpus (0: one per CPU core). The same vocabulary.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of a table."),
 ) -> None:
     """Count a corpus and write vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK], then the learned tokens."""
+    from zencli.cpus import usable_cpus
     from zencli.text.reading import check_readable
     from zencli.text.vocab import write_sidecar
     from zencli.text.vocab_build import build_vocab
@@ -83,6 +88,7 @@ def build(
             strip_accents=strip_accents,
             progress=advance,
             normalize=[n.strip() for n in normalize.split(",") if n.strip()] if normalize else (),
+            workers=workers or usable_cpus(),
         )
     result.vocab.save(output)
     sidecar = write_sidecar(output, result.info)

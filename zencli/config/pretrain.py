@@ -64,7 +64,8 @@ class DataSection:
     released_version: Literal["zen1", "zen2"] = "zen2"  # with ngram_rules: released
     examples_per_shard: int = 10_000
     seed: int = 0  # pairs and masks (the shards' bytes); the model and data order use train.seed
-    workers: int = 0  # shard-making processes; 0: one per CPU core (does not change the shards)
+    # processes counting the vocabulary, tokenizing and making shards; 0: one per CPU core (the same output)
+    workers: int = 0
     heldout_examples: int = 2000  # evaluate on the first this many held-out examples
     eval_batch_size: int = 64
 

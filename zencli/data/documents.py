@@ -17,16 +17,15 @@ which loses nothing since that text is also visited in its own document.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
 from zencli.errors import ZenError
-from zencli.text.reading import iter_lines
+from zencli.text.reading import iter_lines, shard_byte_ranges
 
 Layout = Literal["auto", "blank-line", "line"]
 
@@ -57,23 +56,107 @@ def detect_layout(path: Path) -> Literal["blank-line", "line"]:
 def read_documents(paths: Sequence[str | Path], layout: Layout = "auto") -> Iterable[list[str]]:
     """Yield documents as lists of sentences (non-empty strings)."""
     for path in paths:
-        path = Path(path)
-        mode = detect_layout(path) if layout == "auto" else layout
-        if mode == "line":
-            for _, line in iter_lines(path):
-                sents = split_sentences(line.strip())
-                if sents:
-                    yield sents
-        else:
-            doc: list[str] = []
-            for _, line in iter_lines(path):
-                if line.strip():
-                    doc.append(line.strip())
-                elif doc:
-                    yield doc
-                    doc = []
-            if doc:
-                yield doc
+        yield from documents_in(path, detect_layout(Path(path)) if layout == "auto" else layout)
+
+
+def documents_in(path: str | Path, mode: Literal["blank-line", "line"], start_byte: int = 0,
+                 end_byte: int | None = None) -> Iterator[list[str]]:
+    """The documents of one file in layout `mode`, of the lines that start in [start_byte, end_byte) (see
+    `document_ranges`; line numbers in errors are then relative to start_byte)."""
+    lines = iter_lines(path, start_byte=start_byte, end_byte=end_byte)
+    if mode == "line":
+        for _, line in lines:
+            sents = split_sentences(line.strip())
+            if sents:
+                yield sents
+        return
+    doc: list[str] = []
+    for _, line in lines:
+        if line.strip():
+            doc.append(line.strip())
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def document_ranges(path: str | Path, mode: Literal["blank-line", "line"], n: int) -> list[tuple[int, int]]:
+    """About `n` byte ranges of a file, each holding whole documents: read with `documents_in`, one after
+    another, they give the file's documents. A `line` document is a line; a `blank-line` range ends after a
+    blank line (fewer ranges when the blank lines are fewer)."""
+    ranges = shard_byte_ranges(path, n)
+    if mode == "line" or len(ranges) == 1:
+        return ranges
+    cuts = [0]
+    with open(path, "rb") as f:
+        for _, end in ranges[:-1]:
+            if end <= cuts[-1]:
+                continue
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                f.readline()  # the line that starts before the cut
+            while True:  # to the end of the next blank line
+                line = f.readline()
+                if not line or not line.decode("utf-8", "replace").strip():
+                    break
+            cut = f.tell()
+            if cut < ranges[-1][1] and cut > cuts[-1]:
+                cuts.append(cut)
+    cuts.append(ranges[-1][1])
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+@dataclass
+class Segments:
+    """Documents cut into NSP segments, flat: segment k is ids[bounds[k]:bounds[k+1]], document d is segments
+    docs[d]:docs[d+1]. A sentence longer than `half` tokens is cut into consecutive windows of `half`, empty
+    sentences and documents are left out, so a document's segments are consecutive in `ids` and every span of
+    consecutive segments is one slice of it."""
+
+    ids: np.ndarray  # [T] token ids
+    bounds: np.ndarray  # [K+1] int64
+    docs: np.ndarray  # [D+1] int64
+
+    @classmethod
+    def of_sentences(cls, ids: np.ndarray, sent_offsets: np.ndarray, doc_offsets: np.ndarray,
+                     half: int) -> Segments:
+        """sent_offsets [S+1]: sentence s is ids[sent_offsets[s]:sent_offsets[s+1]]; doc_offsets [D+1]:
+        document d is sentences doc_offsets[d]:doc_offsets[d+1]."""
+        sent_offsets = np.asarray(sent_offsets, np.int64)
+        lengths = np.diff(sent_offsets)  # [S]
+        windows = -(-lengths // half)  # [S] ceil: 0 for an empty sentence
+        first = np.repeat(np.cumsum(windows) - windows, windows)  # [K] the sentence's first window, per window
+        bounds = np.empty(int(windows.sum()) + 1, np.int64)
+        bounds[:-1] = np.repeat(sent_offsets[:-1], windows) + (np.arange(len(first)) - first) * half
+        bounds[-1] = sent_offsets[-1]
+        in_docs = np.concatenate([[0], np.cumsum(windows)])[np.asarray(doc_offsets, np.int64)]  # [D+1]
+        docs = np.append(in_docs[:-1][np.diff(in_docs) > 0], in_docs[-1])
+        return cls(np.asarray(ids), bounds, docs)
+
+    @classmethod
+    def of_lists(cls, docs: Sequence[Sequence[Sequence[int]]], half: int) -> Segments:
+        """From documents as lists of sentences of token ids."""
+        sents = [s for d in docs for s in d]
+        sent_offsets = np.concatenate([[0], np.cumsum([len(s) for s in sents], dtype=np.int64)])
+        doc_offsets = np.concatenate([[0], np.cumsum([len(d) for d in docs], dtype=np.int64)])
+        ids = np.fromiter((t for s in sents for t in s), np.int64, int(sent_offsets[-1]))
+        return cls.of_sentences(ids, sent_offsets, doc_offsets, half)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.docs) - 1
+
+
+@dataclass
+class PairSpans:
+    """NSP pairs as slices of `Segments.ids`: A is ids[a0:a1], B is ids[b0:b1]; is_random_next [N] bool."""
+
+    a0: np.ndarray
+    a1: np.ndarray
+    b0: np.ndarray
+    b1: np.ndarray
+    is_random_next: np.ndarray
 
 
 @dataclass
@@ -83,10 +166,12 @@ class Pair:
     is_random_next: bool
 
 
-def _windows(ids: list[int], size: int) -> list[list[int]]:
-    if len(ids) <= size:  # most sentences: the list itself (no one changes it)
-        return [ids]
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+def half_segment(max_seq_len: int) -> int:
+    """Segment length cap: half the tokens a pair holds (a longer sentence is cut into windows)."""
+    max_tokens = max_seq_len - 3
+    if max_tokens < 2:
+        raise ZenError(f"max_seq_len: expected at least 5 for sentence pairs, got {max_seq_len}")
+    return max(1, max_tokens // 2)
 
 
 def make_pairs(
@@ -95,75 +180,75 @@ def make_pairs(
     rng: np.random.Generator,
     short_seq_prob: float = 0.1,
 ) -> list[Pair]:
-    """Build NSP pairs from tokenised documents (each a list of sentences of token ids).
+    """`pair_spans` of documents given as lists of sentences of token ids, as lists."""
+    seg = Segments.of_lists(docs, half_segment(max_seq_len))
+    spans = pair_spans(seg, max_seq_len, rng, short_seq_prob)
+    ids = seg.ids.tolist()
+    return [Pair(ids[a0:a1], ids[b0:b1], r) for a0, a1, b0, b1, r in
+            zip(spans.a0.tolist(), spans.a1.tolist(), spans.b0.tolist(), spans.b1.tolist(),
+                spans.is_random_next.tolist())]
+
+
+def pair_spans(seg: Segments, max_seq_len: int, rng: np.random.Generator, short_seq_prob: float = 0.1) -> PairSpans:
+    """Build NSP pairs from segmented documents.
 
     `[CLS] A [SEP] B [SEP]` fits in max_seq_len. B is the true continuation half of the time, otherwise a
-    segment from a random other document. Needs at least two documents with text.
+    segment from a random other document. Needs at least two documents with text. The loop walks segment
+    lengths only (every A and B is one slice of `seg.ids`), so its Python cost is a few operations per segment.
     """
     max_tokens = max_seq_len - 3
-    if max_tokens < 2:
-        raise ZenError(f"max_seq_len: expected at least 5 for sentence pairs, got {max_seq_len}")
-    half = max(1, max_tokens // 2)
-    docs = [[w for s in doc for w in _windows(s if type(s) is list else list(s), half) if w] for doc in docs]
-    docs = [d for d in docs if d]
-    if len(docs) < 2:
+    half_segment(max_seq_len)
+    if seg.n_docs < 2:
         raise ZenError(
             "the corpus holds fewer than two documents with text, so next-sentence prediction has no "
             "random-next segments: add documents (blank line between documents, or one document per line)"
         )
-    pairs: list[Pair] = []
+    bounds, docs = seg.bounds.tolist(), seg.docs.tolist()
+    out: list[int] = []  # a0, a1, b0, b1, is_random_next of each pair in turn
     draw = _Draws(rng)
-    for di, doc in enumerate(docs):
+    n_docs = len(docs) - 1
+    for di in range(n_docs):
+        end = docs[di + 1]
         target = max_tokens
         if draw.random() < short_seq_prob:
             target = draw.integers(2, max_tokens + 1)
-        chunk: list[list[int]] = []
-        length = 0
-        i = 0
-        while i < len(doc):
-            seg = doc[i]
-            if chunk and length + len(seg) > target:
-                pair, i = _pair_from_chunk(chunk, docs, di, target, draw, i)
-                pairs.append(pair)
-                chunk, length = [], 0
+        c0 = i = docs[di]  # the chunk is segments c0..i-1
+        while i < end:
+            if i > c0 and bounds[i + 1] - bounds[c0] > target:
+                i = _pair_from_chunk(bounds, docs, c0, i, di, n_docs, target, draw, out)
+                c0 = i
                 target = max_tokens if draw.random() >= short_seq_prob else draw.integers(2, max_tokens + 1)
                 continue
-            chunk.append(seg)
-            length += len(seg)
             i += 1
-            if i == len(doc) and chunk:
-                pair, i = _pair_from_chunk(chunk, docs, di, target, draw, i)
-                pairs.append(pair)
-                chunk, length = [], 0
-    return pairs
+            if i == end:
+                i = c0 = _pair_from_chunk(bounds, docs, c0, i, di, n_docs, target, draw, out)
+    cols = np.array(out, np.int64).reshape(-1, 5)
+    return PairSpans(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], cols[:, 4].astype(bool))
 
 
-def _pair_from_chunk(
-    chunk: list[list[int]], docs: list[list[list[int]]], di: int, target: int, draw: _Draws, next_i: int
-) -> tuple[Pair, int]:
-    """Split a chunk into A and B (true next) or A and a random B; also returns where the document resumes."""
-    if len(chunk) == 1 and len(chunk[0]) >= 2 and draw.random() >= 0.5:
+def _pair_from_chunk(bounds: list[int], docs: list[int], c0: int, c1: int, di: int, n_docs: int, target: int,
+                     draw: _Draws, out: list[int]) -> int:
+    """Split the chunk of segments c0..c1-1 into A and B (true next) or A and a random B, appended to `out`;
+    returns the segment where the document resumes."""
+    n = c1 - c0
+    if n == 1 and bounds[c1] - bounds[c0] >= 2 and draw.random() >= 0.5:
         # A lone segment (a one-sentence paragraph, common in `line` layout) is cut at a random point so
         # it can still give a true-next pair; otherwise NSP would be dominated by random-next pairs.
-        cut = draw.integers(1, len(chunk[0]))
-        return Pair(list(chunk[0][:cut]), list(chunk[0][cut:]), False), next_i
-    a_end = draw.integers(1, len(chunk)) if len(chunk) >= 2 else 1
-    a = list(chain.from_iterable(chunk[:a_end]))
-    if len(chunk) == 1 or draw.random() < 0.5:
-        # Random next: B from another document; the unused segments of this chunk are revisited.
-        other = draw.integers(0, len(docs) - 1)
+        cut = bounds[c0] + draw.integers(1, bounds[c1] - bounds[c0])
+        out += (bounds[c0], cut, cut, bounds[c1], 0)
+        return c1
+    a_end = c0 + (draw.integers(1, n) if n >= 2 else 1)
+    if n == 1 or draw.random() < 0.5:
+        # Random next: B from another document, cut to the budget; the unused segments of this chunk are
+        # revisited.
+        other = draw.integers(0, n_docs - 1)
         other += other >= di
-        odoc = docs[other]
-        start = draw.integers(0, len(odoc))
-        b: list[int] = []
-        budget = max(1, target - len(a))
-        for seg in odoc[start:]:
-            b.extend(seg)
-            if len(b) >= budget:
-                break
-        return Pair(a, b[:budget], True), next_i - (len(chunk) - a_end)
-    b = list(chain.from_iterable(chunk[a_end:]))
-    return Pair(a, b, False), next_i
+        start = bounds[docs[other] + draw.integers(0, docs[other + 1] - docs[other])]
+        budget = max(1, target - (bounds[a_end] - bounds[c0]))
+        out += (bounds[c0], bounds[a_end], start, min(start + budget, bounds[docs[other + 1]]), 1)
+        return a_end
+    out += (bounds[c0], bounds[a_end], bounds[a_end], bounds[c1], 0)
+    return c1
 
 
 class _Draws:

@@ -254,14 +254,19 @@ class NgramFeaturizer:
             if self.max_ngrams is not None:
                 m = m.take(np.flatnonzero(_rank_in_group(m.seq, m.n_seqs) < self.max_ngrams))
             return m
-        if self.max_ngrams is not None:
-            # Priority: longest, most frequent, earliest, smallest id (lexsort: last key is primary).
+        if self.max_ngrams is not None and np.bincount(m.seq, minlength=1).max() > self.max_ngrams:
+            # Priority: longest, most frequent, earliest, smallest id (lexsort: last key is primary). Only
+            # when some example has more matches than slots: the cap then keeps every match of the others.
             order = np.lexsort((m.ngram_id, m.start, -m.freq, -m.length, m.seq))
             m = m.take(order)
             m = m.take(np.flatnonzero(_rank_in_group(m.seq, m.n_seqs) < self.max_ngrams))
-        # Slot order (seq, start, length) via one int64 key: no two matches share all three.
+        # Slot order (seq, start, length) via one int64 key: no two matches share all three. The matcher
+        # gives them in that order already unless the cap above reordered them.
         width = int(n_tok.max()) + 1
-        return m.take(np.argsort((m.seq * width + m.start) * (self.max_len + 1) + m.length))
+        key = (m.seq * width + m.start) * (self.max_len + 1) + m.length
+        if len(key) > 1 and not (key[1:] > key[:-1]).all():
+            m = m.take(np.argsort(key))
+        return m
 
 
 def _blocked_grid(blocked: Sequence[np.ndarray | None] | None, n_tok: np.ndarray, width: int) -> np.ndarray | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -199,6 +200,32 @@ def decode_lines(
             lineno += text.count("\r")
         else:
             yield lineno, text
+
+
+def absolute_line_error(err: ZenError, path: str, start: int) -> ZenError:
+    """An error of iter_lines(start_byte=start), which numbers lines from the start of its byte range, with
+    `file:N:` rewritten to the line of the file."""
+    prefix = f"{Path(path)}:"
+    msg = str(err)
+    m = re.match(r"(\d+):", msg[len(prefix):]) if msg.startswith(prefix) and start > 0 else None
+    if m is None:
+        return err
+    before = 0
+    with open(path, "rb") as f:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            f.readline()
+        aligned = f.tell()
+        f.seek(0)
+        left = aligned
+        while left > 0:
+            block = f.read(min(left, 16 << 20))
+            if not block:
+                break
+            before += block.count(b"\n")
+            left -= len(block)
+    line = int(m.group(1)) + before
+    return ZenError(f"{prefix}{line}:{msg[len(prefix) + m.end():]}")
 
 
 def shard_byte_ranges(path: str | Path, n: int) -> list[tuple[int, int]]:

@@ -14,14 +14,24 @@ so every vocabulary entry is something the tokenizer can produce. Output order: 
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zencli.errors import ZenError
-from zencli.text.reading import iter_lines
+from zencli.text.reading import (
+    absolute_line_error,
+    check_readable,
+    decoding,
+    encoding_errors,
+    iter_lines,
+    record_replaced,
+    shard_byte_ranges,
+)
 from zencli.text.tokenizer import CONTINUATION, BasicTokenizer, Tokenizer
 from zencli.text.vocab import SPECIAL_TOKENS, UNK, Vocab
 
@@ -54,13 +64,15 @@ def build_vocab(
     strip_accents: bool | None = None,
     progress: Progress | None = None,
     normalize: Sequence[str] = (),
+    workers: int = 1,
 ) -> VocabBuild:
     """Build the vocabulary of `language` ("zh": characters; "ar": WordPiece) from the corpus files.
 
     `strip_accents=None`: BERT's rule for zh (strip when lower-casing); never for ar, whose diacritics
     are part of the text. `size` caps the zh vocabulary (specials included) and sets the WordPiece size
     for ar (default 30000). `normalize`: Arabic normalisations (`zencli.text.tokenizer`), saved in the
-    sidecar so that every tokenizer of this vocabulary applies them."""
+    sidecar so that every tokenizer of this vocabulary applies them. `workers` > 1: zh counts byte ranges of
+    the files in that many processes (the same counts)."""
     if language not in LANGUAGES:
         raise ZenError(f"unknown language {language!r}; expected one of {', '.join(LANGUAGES)}")
     if not corpus:
@@ -78,7 +90,7 @@ def build_vocab(
         raise ZenError(str(e)) from None
     stats = CorpusStats()
     if method == "char":
-        tokens, counts = _char_vocab(corpus, basic, min_freq, size, stats, progress)
+        tokens, counts = _char_vocab(corpus, basic, min_freq, size, stats, progress, workers)
     else:
         tokens, counts = _wordpiece_vocab(corpus, basic, min_freq, size or DEFAULT_WORDPIECE_SIZE, stats, progress)
     vocab = Vocab([*SPECIAL_TOKENS, *tokens])
@@ -125,10 +137,14 @@ def _char_vocab(
     size: int | None,
     stats: CorpusStats,
     progress: Progress | None,
+    workers: int = 1,
 ) -> tuple[list[str], tuple[int, int]]:
-    counts: Counter[str] = Counter()
-    for text in _lines(corpus, stats, progress):
-        counts.update(basic.char_pieces(text))
+    if workers > 1:
+        counts = _count_pieces_in_pool(corpus, basic, stats, progress, workers)
+    else:
+        counts = Counter()
+        for text in _lines(corpus, stats, progress):
+            counts.update(basic.char_pieces(text))
     total = sum(counts.values())
     if total == 0:
         raise ZenError(f"{', '.join(map(str, corpus))}: corpus has no tokens (only white space or control characters)")
@@ -143,6 +159,51 @@ def _char_vocab(
         raise ZenError(f"no character reaches --min-freq {min_freq} (the most frequent occurs {top} times)")
     covered = sum(counts[p] for p in kept)
     return kept, (total, total - covered)
+
+
+# Bytes of text per counting task (several per worker, so that progress moves and the workers finish together).
+_RANGE_BYTES = 32 << 20
+
+
+def _count_pieces_in_pool(corpus: Sequence[str | Path], basic: BasicTokenizer, stats: CorpusStats,
+                          progress: Progress | None, workers: int) -> Counter[str]:
+    """The `char_pieces` counts of the corpus, byte ranges of its files counted in `workers` processes."""
+    tasks = [(str(p), start, end, basic, encoding_errors()) for p in corpus
+             for start, end in shard_byte_ranges(p, max(workers, -(-check_readable(p).stat().st_size // _RANGE_BYTES)))]
+    counts: Counter[str] = Counter()
+    ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (torch, Rich)
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
+        futures = {pool.submit(_count_range, *t): t for t in tasks}
+        try:
+            for fut in as_completed(futures):
+                part, lines, chars, replaced = fut.result()  # re-raises a worker's ZenError
+                counts.update(part)
+                stats.lines += lines
+                stats.chars += chars
+                record_replaced(replaced)
+                if progress is not None:
+                    progress(futures[fut][2] - futures[fut][1])
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+    return counts
+
+
+def _count_range(path: str, start: int, end: int, basic: BasicTokenizer,
+                 errors: str) -> tuple[Counter[str], int, int, dict]:
+    """(piece counts, lines, chars, what was replaced) of the lines starting in [start, end) of `path`."""
+    counts: Counter[str] = Counter()
+    lines = chars = 0
+    with decoding(errors) as replaced:
+        try:
+            for _, text in iter_lines(path, start_byte=start, end_byte=end):
+                lines += 1
+                chars += len(text)
+                counts.update(basic.char_pieces(text))
+        except ZenError as e:
+            raise absolute_line_error(e, path, start) from None
+    return counts, lines, chars, replaced.lines
 
 
 def _wordpiece_vocab(

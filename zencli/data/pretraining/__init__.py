@@ -2,7 +2,7 @@
 
 Pipeline, per duplication round and shard:
 
-    raw text ─ read_documents (layout) ─ Tokenizer.encode ─ make_pairs (NSP, nothing truncated)
+    raw text ─ documents_in (layout) ─ Tokenizer.encode ─ Segments ─ pair_spans (NSP, nothing truncated)
       ─ masking units: segmenter pieces of A and of B merged into lexicon n-grams (whole n-gram masking,
         ZEN 2.0), or single tokens (character masking, ZEN 1.0 / BERT)
       ─ choose_masked_units (15% of the tokens) ─ corrupt (80% [MASK] / 10% random / 10% kept)
@@ -14,7 +14,7 @@ whole n-gram masking the masked unit is usually itself a lexicon n-gram, which w
 matched in the clean text and hand the answer over.
 
 One module per stage: settings.py (PretrainDataSettings, checks of the vocabulary and lexicon) ·
-corpus.py (read and tokenize, plan the parts) · examples.py (pairs, masking, n-gram slots: one shard's
+corpus.py (read and tokenize, in byte ranges on workers; plan the parts) · examples.py (pairs, masking, n-gram slots: one shard's
 columns) · workers.py (make and write shards, in this process or a pool) · resume.py (fingerprint,
 manifest, what an earlier run left) · report.py (result, totals, progress, summary table) ·
 generate.py (`generate_shards`, which runs them in order).

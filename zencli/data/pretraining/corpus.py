@@ -7,18 +7,22 @@ memory stays flat however large the corpus (4 bytes per token and 8 per sentence
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import shutil
 import struct
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from zencli.atomic_write import save_npy
-from zencli.data.documents import read_documents
+from zencli.data.documents import Segments, detect_layout, document_ranges, documents_in, half_segment
+from zencli.errors import ZenError
+from zencli.text.reading import absolute_line_error, decoding, encoding_errors, record_replaced
 from zencli.text.tokenizer import Tokenizer
 
 
@@ -37,16 +41,13 @@ class TokenizedCorpus:
         """[D] tokens per document."""
         return np.diff(self.sent_offsets[self.doc_offsets])
 
-    def documents(self, lo: int, hi: int) -> list[list[list[int]]]:
-        """Documents lo..hi-1 as lists of sentences of token ids (what make_pairs takes)."""
-        # one read of the range's ids and offsets (a memory-mapped slice per document costs more than its copy)
-        docs = np.asarray(self.doc_offsets[lo : hi + 1]).tolist()
+    def segments(self, lo: int, hi: int, max_seq_len: int) -> Segments:
+        """Documents lo..hi-1 cut into the NSP segments of `max_seq_len` (what pair_spans takes), their ids
+        read from the mapped file in one slice."""
+        docs = np.asarray(self.doc_offsets[lo : hi + 1])
         so = np.asarray(self.sent_offsets[docs[0] : docs[-1] + 1])
-        flat = np.asarray(self.ids[so[0] : so[-1]]).tolist()
-        bounds = (so - so[0]).tolist()
-        base = docs[0]
-        return [[flat[bounds[k - base] : bounds[k + 1 - base]] for k in range(s0, s1)]
-                for s0, s1 in zip(docs[:-1], docs[1:])]
+        return Segments.of_sentences(np.asarray(self.ids[so[0] : so[-1]]), so - so[0], docs - docs[0],
+                                     half_segment(max_seq_len))
 
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
@@ -109,50 +110,145 @@ def _npy_header(dtype: np.dtype, n: int) -> bytes:
 
 def tokenize_corpus(
     files: Sequence[Path], tokenizer: Tokenizer, layout: str, on_doc: Callable[[int, int], None] | None = None,
-    directory: Path | None = None,
+    directory: Path | None = None, workers: int = 1,
 ) -> TokenizedCorpus:
     """Read and tokenize every document; sentences and documents left without tokens are skipped.
 
     With `directory` (made afresh), the arrays are written there as they grow (the files `save` writes) and
-    come back memory-mapped: constant memory for any corpus. Without it they are built in memory."""
+    come back memory-mapped: constant memory for any corpus. Without it they are built in memory.
+    `workers` > 1 (with `directory`): the files are cut into byte ranges of whole documents, tokenized in that
+    many processes and joined in order, which gives the same arrays. `on_doc(documents, chars)` reports
+    progress."""
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
+    modes = [detect_layout(f) if layout == "auto" else layout for f in files]
+    if workers > 1 and directory is not None:
+        return _tokenize_in_pool(files, modes, tokenizer, on_doc, directory, workers)
+    columns = _Columns(directory)
+    for f, mode in zip(files, modes):
+        columns.add_documents(documents_in(f, mode), tokenizer.encode, on_doc)
+    return columns.close()
 
-    def path(name: str) -> Path | None:
-        return directory / f"{name}.npy" if directory is not None else None
 
-    ids = _Column("i", "<i4", path("ids"))
-    sents = _Column("q", "<i8", path("sent_offsets"), [0])
-    docs = _Column("q", "<i8", path("doc_offsets"), [0])
-    chars = 0
-    encode = tokenizer.encode
-    n_docs = 0
-    n_tokens = 0
-    n_sents = 0  # sentences kept so far
-    for doc in read_documents(files, layout):  # type: ignore[arg-type]
-        n_sent = 0
-        for sentence in doc:
-            chars += len(sentence)
-            toks = encode(sentence)
-            if toks:
-                ids.buf.extend(toks)
-                n_tokens += len(toks)
-                sents.buf.append(n_tokens)
-                n_sent += 1
-        if n_sent:
-            n_sents += n_sent
-            docs.buf.append(n_sents)
-            n_docs += 1
-            if n_docs % 1000 == 0:
-                if len(ids.buf) >= FLUSH_ITEMS:
-                    for column in (ids, sents, docs):
-                        column.flush()
+class _Columns:
+    """The three arrays of a tokenized corpus as they grow (in memory, or flushed to `directory`)."""
+
+    def __init__(self, directory: Path | None):
+        def path(name: str) -> Path | None:
+            return directory / f"{name}.npy" if directory is not None else None
+
+        self.ids = _Column("i", "<i4", path("ids"))
+        self.sents = _Column("q", "<i8", path("sent_offsets"), [0])
+        self.docs = _Column("q", "<i8", path("doc_offsets"), [0])
+        self.chars = self.n_docs = self.n_tokens = self.n_sents = 0
+
+    def add_documents(self, docs: Iterable[list[str]], encode: Callable[[str], list[int]],
+                      on_doc: Callable[[int, int], None] | None = None) -> None:
+        ids, sents, docs_col = self.ids, self.sents, self.docs
+        for doc in docs:
+            n_sent = 0
+            for sentence in doc:
+                self.chars += len(sentence)
+                toks = encode(sentence)
+                if toks:
+                    ids.buf.extend(toks)
+                    self.n_tokens += len(toks)
+                    sents.buf.append(self.n_tokens)
+                    n_sent += 1
+            if n_sent:
+                self.n_sents += n_sent
+                docs_col.buf.append(self.n_sents)
+                self.n_docs += 1
+                if self.n_docs % 1000 == 0:
+                    if len(ids.buf) >= FLUSH_ITEMS:
+                        for column in (ids, sents, docs_col):
+                            column.flush()
+                    if on_doc is not None:
+                        on_doc(self.n_docs, self.chars)
+        if on_doc is not None:
+            on_doc(self.n_docs, self.chars)
+
+    def close(self) -> TokenizedCorpus:
+        return TokenizedCorpus(self.ids.close(), self.sents.close(), self.docs.close(), self.chars)
+
+
+# Bytes of text per tokenizing task (several per worker, so that progress moves and the workers finish together).
+_RANGE_BYTES = 32 << 20
+
+
+def _tokenize_in_pool(files: Sequence[Path], modes: list[str], tokenizer: Tokenizer,
+                      on_doc: Callable[[int, int], None] | None, directory: Path, workers: int) -> TokenizedCorpus:
+    """tokenize_corpus on `workers` processes: each byte range into its own folder, then joined in order."""
+    tasks = []
+    for f, mode in zip(files, modes):
+        n = max(workers, -(-Path(f).stat().st_size // _RANGE_BYTES))
+        for start, end in document_ranges(f, mode, n):  # type: ignore[arg-type]
+            tasks.append((str(f), mode, start, end, directory / f"range-{len(tasks):05d}", encoding_errors()))
+    done: dict[int, dict[str, Any]] = {}
+    ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (torch, Rich)
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx,
+                             initializer=_init_tokenizer, initargs=(tokenizer,)) as pool:
+        futures = {pool.submit(_tokenize_range, *t): k for k, t in enumerate(tasks)}
+        try:
+            for fut in as_completed(futures):
+                done[futures[fut]] = fut.result()  # re-raises a worker's ZenError
                 if on_doc is not None:
-                    on_doc(n_docs, chars)
-    if on_doc is not None:
-        on_doc(n_docs, chars)
-    return TokenizedCorpus(ids.close(), sents.close(), docs.close(), chars)
+                    on_doc(sum(r["docs"] for r in done.values()), sum(r["chars"] for r in done.values()))
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+    for k in range(len(tasks)):
+        record_replaced(done[k]["replaced"])
+    return _join_ranges([Path(t[4]) for t in tasks], directory, sum(r["chars"] for r in done.values()))
+
+
+_TOKENIZER: list[Tokenizer] = []  # a worker's tokenizer (set by _init_tokenizer)
+
+
+def _init_tokenizer(tokenizer: Tokenizer) -> None:
+    _TOKENIZER[:] = [tokenizer]
+
+
+def _tokenize_range(path: str, mode: str, start: int, end: int, out: Path, errors: str) -> dict[str, Any]:
+    """One byte range of a file into the arrays under `out` (decoded with the parent's `errors` policy)."""
+    out.mkdir(parents=True)
+    columns = _Columns(out)
+    with decoding(errors) as replaced:
+        try:
+            columns.add_documents(documents_in(path, mode, start, end), _TOKENIZER[0].encode)  # type: ignore[arg-type]
+        except ZenError as e:
+            raise absolute_line_error(e, path, start) from None
+    columns.close()
+    return {"docs": columns.n_docs, "chars": columns.chars, "replaced": replaced.lines}
+
+
+def _join_ranges(parts: list[Path], directory: Path, chars: int) -> TokenizedCorpus:
+    """The ranges' arrays as one corpus in `directory`: ids one after another, offsets shifted by the tokens
+    and sentences before them (a block at a time: flat memory); the range folders are removed."""
+    def arrays(name: str) -> list[np.ndarray]:
+        return [np.load(p / f"{name}.npy", mmap_mode="r") for p in parts]
+
+    tokens = np.cumsum([0] + [len(a) for a in arrays("ids")]).tolist()
+    sents = np.cumsum([0] + [len(a) - 1 for a in arrays("sent_offsets")]).tolist()
+    for name, dtype, shift in (("ids", "<i4", None), ("sent_offsets", "<i8", tokens), ("doc_offsets", "<i8", sents)):
+        pieces = arrays(name)
+        with open(directory / f"{name}.npy", "wb") as f:
+            if shift is None:
+                f.write(_npy_header(np.dtype(dtype), sum(len(x) for x in pieces)))
+            else:  # each range's offsets start at 0: keep the first range's, drop the others'
+                f.write(_npy_header(np.dtype(dtype), 1 + sum(len(x) - 1 for x in pieces)))
+                f.write(np.zeros(1, dtype).tobytes())
+            for k, x in enumerate(pieces):
+                lo0 = 0 if shift is None else 1
+                for lo in range(lo0, len(x), FLUSH_ITEMS):
+                    block = np.asarray(x[lo : lo + FLUSH_ITEMS], dtype)
+                    f.write((block if shift is None else block + shift[k]).tobytes())
+        del pieces
+    for p in parts:
+        shutil.rmtree(p)
+    return TokenizedCorpus.load(directory, chars=chars)
 
 
 def plan_parts(doc_tokens: np.ndarray, max_seq_len: int, examples_per_shard: int) -> list[tuple[int, int]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from zencli.data.documents import Pair, make_pairs
+from zencli.data.documents import PairSpans, Segments, pair_spans
 from zencli.data.features import NgramFeaturizer
 from zencli.data.masking import choose_masked_chars_batch, choose_masked_units, corrupt, merge_with_lexicon
 from zencli.data.pretraining.settings import MATCH_MAX_N, MERGE_MAX_N, PretrainDataSettings, random_token_ids
@@ -61,7 +61,7 @@ class ExampleMaker:
             pieces = merge_with_lexicon(part, pieces, self.in_lexicon, MERGE_MAX_N)
         return [(lo + s, lo + e) for s, e in pieces]
 
-    def make(self, docs: list[list[list[int]]], seeds: Sequence[int]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def make(self, seg: Segments, seeds: Sequence[int]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The shard columns and statistics of one part's documents; `seeds` (seed, round, part) alone
         decide the random choices. The shard's examples are laid out in one [N, max_seq_len] grid and
         masked, corrupted and matched all at once: `rng` draws the pairs, then every example's masked
@@ -69,8 +69,8 @@ class ExampleMaker:
         the segmenter's units are per example), then the corruption of all masked positions."""
         s = self.settings
         rng = np.random.default_rng(list(seeds))
-        pairs = make_pairs(docs, s.max_seq_len, rng, s.short_seq_prob)
-        grid = _PairGrid(pairs, self.cls_id, self.sep_id, self.pad_id, s.max_seq_len)
+        pairs = pair_spans(seg, s.max_seq_len, rng, s.short_seq_prob)
+        grid = _PairGrid(seg.ids, pairs, self.cls_id, self.sep_id, self.pad_id, s.max_seq_len)
         if self.segmenter is None:  # every maskable position is its own unit
             masked = choose_masked_chars_batch(grid.maskable, rng, s.mask_rate)
             n_units, n_multi = int(masked.sum()), 0
@@ -128,26 +128,20 @@ class ExampleMaker:
 class _PairGrid:
     """A shard's NSP pairs as `[CLS] A [SEP] B [SEP]` rows of an [N, L] grid (padding after each)."""
 
-    def __init__(self, pairs: Sequence[Pair], cls_id: int, sep_id: int, pad_id: int, max_seq_len: int):
-        self.n = n = len(pairs)
-        self.len_a = np.fromiter((len(p.a) for p in pairs), np.int64, n)  # [N]
-        self.lengths = self.len_a + np.fromiter((len(p.b) for p in pairs), np.int64, n) + 3  # [N]
-        self.nsp = np.fromiter((p.is_random_next for p in pairs), bool, n)  # [N]
-        flat: list[int] = []
-        for p in pairs:
-            flat.append(cls_id)
-            flat += p.a
-            flat.append(sep_id)
-            flat += p.b
-            flat.append(sep_id)
-        rows = np.repeat(np.arange(n), self.lengths)  # [T] the example of each token
-        cols = np.arange(len(flat)) - np.repeat(np.cumsum(self.lengths) - self.lengths, self.lengths)  # [T]
-        self.ids = np.full((n, max_seq_len), pad_id, np.int64)  # [N, L]
-        self.ids[rows, cols] = flat
-        self.maskable = np.zeros((n, max_seq_len), bool)  # [N, L]: the text, not [CLS] / [SEP] / padding
-        self.maskable[rows, cols] = True
-        every = np.arange(n)
-        self.maskable[every, 0] = self.maskable[every, self.len_a + 1] = self.maskable[every, self.lengths - 1] = False
+    def __init__(self, ids: np.ndarray, pairs: PairSpans, cls_id: int, sep_id: int, pad_id: int, max_seq_len: int):
+        self.n = len(pairs.a0)
+        self.len_a = pairs.a1 - pairs.a0  # [N]
+        self.lengths = self.len_a + (pairs.b1 - pairs.b0) + 3  # [N]
+        self.nsp = pairs.is_random_next  # [N]
+        col = np.arange(max_seq_len)[None, :]  # [1, L]
+        la, n = self.len_a[:, None], self.lengths[:, None]  # [N, 1]
+        in_a, in_b = (col >= 1) & (col <= la), (col >= la + 2) & (col < n - 1)  # [N, L]
+        src = np.where(col <= la, pairs.a0[:, None] + col - 1, pairs.b0[:, None] + col - la - 2)  # [N, L] into ids
+        src[~(in_a | in_b)] = 0
+        self.ids = np.where(in_a | in_b, np.asarray(ids, np.int64)[src], pad_id)  # [N, L]
+        self.ids[:, 0] = cls_id
+        self.ids[(col == la + 1) | (col == n - 1)] = sep_id
+        self.maskable = in_a | in_b  # [N, L]: the text, not [CLS] / [SEP] / padding
 
 
 def _offsets_of(counts: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 
 from zencli.atomic_write import atomic_write
 from zencli.cpus import usable_cpus
-from zencli.data.documents import make_pairs
+from zencli.data.documents import pair_spans
 from zencli.data.pretraining.corpus import TokenizedCorpus, plan_parts, tokenize_corpus
 from zencli.data.pretraining.report import GenerationResult
 from zencli.data.pretraining.resume import (
@@ -66,8 +66,8 @@ def generate_shards(
 ) -> GenerationResult:
     """Generate (or finish) the pretraining shards of `corpus_files` in `out_dir`; see `zencli.data.pretraining`.
 
-    `workers`: processes making shards (0: one per CPU core). `console`: a Rich console for progress
-    bars, None for silence. `load_model`: how a `model:DIR` segmenter is loaded (the tasks layer's
+    `workers`: processes tokenizing the corpus and making shards (0: one per CPU core). `console`: a Rich
+    console for progress bars, None for silence. `load_model`: how a `model:DIR` segmenter is loaded (the tasks layer's
     `zencli.tasks.segmenter.load_model_segmenter`). Returns the manifest and timings.
     """
     settings = PretrainDataSettings(
@@ -93,7 +93,7 @@ def generate_shards(
     # They go to the work folder as they are made (the workers read them there), removed at the end.
     work_dir = out / WORK_DIR
     try:
-        corpus, seconds_read = _read_corpus(inputs.files, inputs.tokenizer, settings, console, work_dir)
+        corpus, seconds_read = _read_corpus(inputs.files, inputs.tokenizer, settings, console, work_dir, workers)
         n_parts, tasks = _plan_shards(corpus, settings, done, out)
         freqs = np.concatenate([[0], np.asarray(inputs.lexicon.freqs, np.int64)]).astype(np.int64)  # [G+1] by id
         atomic_write(out / FREQS_NAME, lambda f: save_npy(f, freqs))
@@ -147,9 +147,9 @@ def _load_inputs(corpus_files: Sequence[str | Path], vocab: Vocab | str | Path, 
 
 
 def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainDataSettings,
-                 console: Any, work_dir: Path) -> tuple[TokenizedCorpus, float]:
-    """The tokenized corpus (written to `work_dir`, read back memory-mapped) and the seconds reading it
-    took; fewer than two documents is an error."""
+                 console: Any, work_dir: Path, workers: int) -> tuple[TokenizedCorpus, float]:
+    """The tokenized corpus (written to `work_dir` by `workers` processes, read back memory-mapped) and the
+    seconds reading it took; fewer than two documents is an error."""
     t0 = time.perf_counter()
     with _bars(console) as progress:
         task = progress.add_task("reading", total=None, extra="") if progress else None
@@ -159,7 +159,7 @@ def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainData
                 rate = chars / max(time.perf_counter() - t0, 1e-9)
                 progress.update(task, completed=n_docs, extra=f"{n_docs:,} documents, {rate / 1e6:.2f} M chars/s")
 
-        corpus = tokenize_corpus(files, tokenizer, settings.layout, on_doc, directory=work_dir)
+        corpus = tokenize_corpus(files, tokenizer, settings.layout, on_doc, directory=work_dir, workers=workers)
     seconds = time.perf_counter() - t0
     if corpus.n_docs == 0:
         raise ZenError(
@@ -167,8 +167,9 @@ def _read_corpus(files: list[Path], tokenizer: Tokenizer, settings: PretrainData
             f"tokenizes); expected sentences, one per line"
         )
     if corpus.n_docs < 2:
-        # make_pairs raises its one-line error about a single document
-        make_pairs(corpus.documents(0, corpus.n_docs), settings.max_seq_len, np.random.default_rng(0))
+        # pair_spans raises its one-line error about a single document
+        pair_spans(corpus.segments(0, corpus.n_docs, settings.max_seq_len), settings.max_seq_len,
+                   np.random.default_rng(0))
     return corpus, seconds
 
 

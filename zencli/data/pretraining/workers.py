@@ -86,8 +86,8 @@ def _make_shard(task: ShardTask) -> dict[str, Any]:
     maker: ExampleMaker = _STATE["maker"]
     t0 = time.perf_counter()
     # Mapped afresh per shard and let go after it, so a worker's resident pages are one part's, not the corpus's.
-    docs = TokenizedCorpus.load(config.work_dir).documents(task.doc_lo, task.doc_hi)
-    columns, stats = maker.make(docs, (config.settings.seed, task.round, task.part))
+    seg = TokenizedCorpus.load(config.work_dir).segments(task.doc_lo, task.doc_hi, config.settings.max_seq_len)
+    columns, stats = maker.make(seg, (config.settings.seed, task.round, task.part))
     meta = {
         "name": shard_name(task.index), "index": task.index, "round": task.round, "part": task.part,
         "documents": [task.doc_lo, task.doc_hi], "fingerprint": config.fingerprint, **stats,

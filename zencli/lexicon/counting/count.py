@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
-import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
@@ -19,6 +18,7 @@ from zencli.lexicon.counting.chunk import ChunkBuilder
 from zencli.lexicon.counting.counts_file import MAGIC
 from zencli.lexicon.counting.prune import KnownFrequent
 from zencli.text.reading import (
+    absolute_line_error,
     check_readable,
     decoding,
     encoding_errors,
@@ -71,31 +71,6 @@ def plan_tasks(files: Sequence[str | Path], workers: int, chunk_chars: int, out_
         for start, end in shard_byte_ranges(p, n):
             tasks.append(CountTask(str(p), start, end, str(out_dir / f"part-{len(tasks):05d}.counts")))
     return tasks
-
-
-def _absolute_line_error(err: ZenError, path: str, start: int) -> ZenError:
-    """iter_lines numbers lines from the start of a byte range; rewrite `file:N:` to the file's line."""
-    prefix = f"{Path(path)}:"
-    msg = str(err)
-    m = re.match(r"(\d+):", msg[len(prefix):]) if msg.startswith(prefix) and start > 0 else None
-    if m is None:
-        return err
-    before = 0
-    with open(path, "rb") as f:
-        f.seek(start - 1)
-        if f.read(1) != b"\n":
-            f.readline()
-        aligned = f.tell()
-        f.seek(0)
-        left = aligned
-        while left > 0:
-            block = f.read(min(left, 16 << 20))
-            if not block:
-                break
-            before += block.count(b"\n")
-            left -= len(block)
-    line = int(m.group(1)) + before
-    return ZenError(f"{prefix}{line}:{msg[len(prefix) + m.end():]}")
 
 
 class _Aborted(Exception):
@@ -169,7 +144,7 @@ def _count_range(
                     flush(builder)
                     builder = ChunkBuilder()
         except ZenError as e:
-            raise _absolute_line_error(e, task.path, task.start) from None
+            raise absolute_line_error(e, task.path, task.start) from None
         if builder.lines or totals["sections"] == 0:
             flush(builder)
     _add_progress(span - sent_bytes, pending_chars)

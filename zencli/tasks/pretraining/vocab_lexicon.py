@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from zencli.config.pretrain import PretrainConfig
+from zencli.cpus import usable_cpus
 from zencli.errors import ZenError
 from zencli.lexicon.extract import build
 from zencli.lexicon.settings import LexiconConfig
@@ -77,7 +78,7 @@ def build_vocab_file(cfg: PretrainConfig, corpus: list[Path], path: Path, say: A
     t0 = time.perf_counter()
     lowercase = True if cfg.data.lowercase is None else cfg.data.lowercase
     built = build_vocab(corpus, language=cfg.language, min_freq=cfg.data.vocab_min_freq, size=cfg.data.vocab_size,
-                        lowercase=lowercase, normalize=cfg.data.normalize)
+                        lowercase=lowercase, normalize=cfg.data.normalize, workers=cfg.data.workers or usable_cpus())
     built.vocab.save(path)
     write_sidecar(path, built.info)
     say(f"built vocab ({'characters' if cfg.language == 'zh' else 'WordPiece'}): {len(built.vocab):,} tokens, "
