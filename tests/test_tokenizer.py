@@ -373,3 +373,18 @@ def test_a_word_unknown_in_one_width_is_read_in_the_other():
     bert = Tokenizer(vocab, width_fallback=False)
     assert bert.tokens(text) == ["[UNK]", "年", "[UNK]", "[UNK]", "[UNK]", "[UNK]", "[UNK]"]
     assert width_variants("Ａb") == ["Ａｂ", "Ab"] and width_variants("中") == []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(_text, max_size=4), setting=st.sampled_from(_settings), long_word=st.booleans())
+def test_char_piece_counts_are_the_counts_of_char_pieces(lines, setting, long_word):
+    """The vocabulary's counting (characters and words counted at once, lines joined by newlines) counts what
+    char_pieces gives line by line."""
+    from collections import Counter
+
+    lower, strip = setting
+    b = BasicTokenizer(lower, strip)
+    if long_word:
+        lines = [*lines, "x" * 101 + " ab"]  # a word over 100 chars: [UNK]
+    expected = Counter(p for line in lines for p in b.char_pieces(line))
+    assert b.char_piece_counts("\n".join(lines)) == expected

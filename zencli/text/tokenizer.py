@@ -25,9 +25,12 @@ import functools
 import itertools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from zencli.errors import ZenError
 from zencli.text.vocab import UNK, Vocab, read_sidecar
@@ -123,6 +126,8 @@ def is_punctuation(ch: str) -> bool:
 @dataclass(frozen=True)
 class _Tables:
     segment: re.Pattern[str]  # group 1: run of CJK chars, group 2: run of other non-space chars (a word)
+    word: re.Pattern[str]  # segment's group 2 alone
+    cjk: re.Pattern[str]  # one CJK char
     removed: re.Pattern[str]  # one removed char
     punct_split: re.Pattern[str]  # one punctuation char, or a run of non-punctuation
     compat: re.Pattern[str]  # a char of the CJK compatibility blocks (cheap test before str.translate)
@@ -186,6 +191,8 @@ def _tables() -> _Tables:
                 compat_nfd[c] = d
     return _Tables(
         segment=re.compile(f"([{cjk_cls}]+)|([^{space_cls}{cjk_cls}]+)"),
+        word=re.compile(f"[^{space_cls}{cjk_cls}]+"),
+        cjk=re.compile(f"[{cjk_cls}]"),
         removed=re.compile(f"[{_char_class(removed)}]"),
         punct_split=re.compile(f"[{punct_cls}]|[^{punct_cls}]+"),
         compat=re.compile(f"[{_char_class(_CJK_COMPAT_RANGES)}]"),
@@ -282,6 +289,21 @@ class BasicTokenizer:
                         cache.clear()
                     pieces = cache[word] = [p for tok in self._split_word(word) for p in _char_pieces_of(tok)]
                 out += pieces
+        return out
+
+    def char_piece_counts(self, text: str) -> Counter[str]:
+        """Counter(self.char_pieces(text)), counted in C: the characters of the text at once (its CJK ones are
+        pieces) and its words at once (each distinct word split into pieces once). Lines may be joined by
+        newlines first: a newline separates words as a line end does."""
+        text = self._prepare(text)
+        code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+        chars = np.bincount(code_points)  # [max code point + 1]
+        present = np.flatnonzero(chars).tolist()
+        out: Counter[str] = Counter({chr(c): int(chars[c]) for c in present if self._t.cjk.match(chr(c))})
+        words = Counter(self._t.word.findall(text))
+        for word, n in words.items():
+            for piece in [p for tok in self._split_word(word) for p in _char_pieces_of(tok)]:
+                out[piece] += n
         return out
 
     # -- offsets path -------------------------------------------------------------------------------

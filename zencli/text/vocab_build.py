@@ -130,6 +130,20 @@ def _lines(corpus: Sequence[str | Path], stats: CorpusStats, progress: Progress 
         progress(pending)
 
 
+def _batches(lines: Iterator[str], chars: int = 1 << 20) -> Iterator[str]:
+    """Lines joined by newlines, about `chars` characters a batch (what `char_piece_counts` counts at once)."""
+    batch: list[str] = []
+    size = 0
+    for text in lines:
+        batch.append(text)
+        size += len(text)
+        if size >= chars:
+            yield "\n".join(batch)
+            batch, size = [], 0
+    if batch:
+        yield "\n".join(batch)
+
+
 def _char_vocab(
     corpus: Sequence[str | Path],
     basic: BasicTokenizer,
@@ -143,8 +157,8 @@ def _char_vocab(
         counts = _count_pieces_in_pool(corpus, basic, stats, progress, workers)
     else:
         counts = Counter()
-        for text in _lines(corpus, stats, progress):
-            counts.update(basic.char_pieces(text))
+        for batch in _batches(_lines(corpus, stats, progress)):
+            counts.update(basic.char_piece_counts(batch))
     total = sum(counts.values())
     if total == 0:
         raise ZenError(f"{', '.join(map(str, corpus))}: corpus has no tokens (only white space or control characters)")
@@ -197,10 +211,15 @@ def _count_range(path: str, start: int, end: int, basic: BasicTokenizer,
     lines = chars = 0
     with decoding(errors) as replaced:
         try:
-            for _, text in iter_lines(path, start_byte=start, end_byte=end):
-                lines += 1
-                chars += len(text)
-                counts.update(basic.char_pieces(text))
+            def texts() -> Iterator[str]:
+                nonlocal lines, chars
+                for _, text in iter_lines(path, start_byte=start, end_byte=end):
+                    lines += 1
+                    chars += len(text)
+                    yield text
+
+            for batch in _batches(texts()):
+                counts.update(basic.char_piece_counts(batch))
         except ZenError as e:
             raise absolute_line_error(e, path, start) from None
     return counts, lines, chars, replaced.lines

@@ -14,9 +14,9 @@ whole n-gram masking the masked unit is usually itself a lexicon n-gram, which w
 matched in the clean text and hand the answer over.
 
 One module per stage: settings.py (PretrainDataSettings, checks of the vocabulary and lexicon) ·
-corpus.py (read and tokenize, in byte ranges on workers; plan the parts) · examples.py (pairs, masking, n-gram slots: one shard's
-columns) · workers.py (make and write shards, in this process or a pool) · resume.py (fingerprint,
-manifest, what an earlier run left) · report.py (result, totals, progress, summary table) ·
+corpus.py (read and tokenize, in byte ranges on workers; plan the parts) · examples.py (pairs, masking,
+n-gram slots: one shard's columns) · workers.py (make and write shards, in this process or a pool) ·
+resume.py (fingerprint, manifest, what an earlier run left) · report.py (result, totals, progress, summary table) ·
 generate.py (`generate_shards`, which runs them in order).
 
 More: docs/design.md, "Pretraining examples".
