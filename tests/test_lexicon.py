@@ -143,6 +143,21 @@ def test_selection_equals_naive_thresholds(tmp_path: Path, min_freq: int, min_pm
     assert sum(v["selected"] for v in per_length.values()) == len(expected)
 
 
+def test_pmi_in_chunks_is_pmi_at_once(tmp_path: Path, monkeypatch):
+    """PMI computed a chunk of n-grams at a time (flat memory on a large level) equals PMI at once."""
+    from zencli.lexicon import pmi as pmi_module
+
+    path = _corpus(tmp_path / "c.txt", _random_lines(2, 200, alphabet="abcdef", max_len=25))
+    _, _, freq = _frequent(tmp_path, [path], max_n=4, min_freq=1)
+    at_once = {n: pmi(freq, n) for n in (2, 3, 4)}
+    monkeypatch.setattr(pmi_module, "PMI_CHUNK", 7)
+    for n in (2, 3, 4):
+        assert freq.size(n) > 7 * 3
+        assert np.array_equal(pmi(freq, n), at_once[n])
+        some = np.arange(freq.size(n))[::3]
+        assert np.array_equal(pmi(freq, n, some), at_once[n][some])
+
+
 def test_frequency_threshold_is_inclusive(tmp_path: Path):
     path = _corpus(tmp_path / "c.txt", ["xy"] * 3 + ["zw"] * 2)
     _, _, freq = _frequent(tmp_path, [path], max_n=2, min_freq=3)

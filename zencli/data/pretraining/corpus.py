@@ -226,26 +226,26 @@ def _tokenize_range(path: str, mode: str, start: int, end: int, out: Path, error
 
 def _join_ranges(parts: list[Path], directory: Path, chars: int) -> TokenizedCorpus:
     """The ranges' arrays as one corpus in `directory`: ids one after another, offsets shifted by the tokens
-    and sentences before them (a block at a time: flat memory); the range folders are removed."""
-    def arrays(name: str) -> list[np.ndarray]:
-        return [np.load(p / f"{name}.npy", mmap_mode="r") for p in parts]
+    and sentences before them; the range folders are removed. One range's file is mapped at a time and let go
+    after it: the pages of a mapping that was read count as resident memory until it is closed."""
+    def length(part: Path, name: str) -> int:
+        return len(np.load(part / f"{name}.npy", mmap_mode="r"))
 
-    tokens = np.cumsum([0] + [len(a) for a in arrays("ids")]).tolist()
-    sents = np.cumsum([0] + [len(a) - 1 for a in arrays("sent_offsets")]).tolist()
+    tokens = np.cumsum([0] + [length(p, "ids") for p in parts]).tolist()
+    sents = np.cumsum([0] + [length(p, "sent_offsets") - 1 for p in parts]).tolist()
     for name, dtype, shift in (("ids", "<i4", None), ("sent_offsets", "<i8", tokens), ("doc_offsets", "<i8", sents)):
-        pieces = arrays(name)
         with open(directory / f"{name}.npy", "wb") as f:
             if shift is None:
-                f.write(_npy_header(np.dtype(dtype), sum(len(x) for x in pieces)))
+                f.write(_npy_header(np.dtype(dtype), tokens[-1]))
             else:  # each range's offsets start at 0: keep the first range's, drop the others'
-                f.write(_npy_header(np.dtype(dtype), 1 + sum(len(x) - 1 for x in pieces)))
+                f.write(_npy_header(np.dtype(dtype), 1 + sum(length(p, name) - 1 for p in parts)))
                 f.write(np.zeros(1, dtype).tobytes())
-            for k, x in enumerate(pieces):
-                lo0 = 0 if shift is None else 1
-                for lo in range(lo0, len(x), FLUSH_ITEMS):
+            for k, part in enumerate(parts):
+                x = np.load(part / f"{name}.npy", mmap_mode="r")
+                for lo in range(0 if shift is None else 1, len(x), FLUSH_ITEMS):
                     block = np.asarray(x[lo : lo + FLUSH_ITEMS], dtype)
                     f.write((block if shift is None else block + shift[k]).tobytes())
-        del pieces
+                del x
     for p in parts:
         shutil.rmtree(p)
     return TokenizedCorpus.load(directory, chars=chars)

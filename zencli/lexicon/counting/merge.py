@@ -235,9 +235,13 @@ class _Merge:
         w_counts = result.counts[n]
         result.entropy_left[n] = nb.entropy("left", w_counts, self.partition_entries)
         result.entropy_right[n] = nb.entropy("right", w_counts, self.partition_entries)
-        # An n-gram that starts with a `##` piece always starts inside a word: no free left boundary.
-        first_token = result.chain(n, np.arange(len(w_counts)), "prefix")[1]
-        result.entropy_left[n][self.ends.glued[first_token]] = 0.0
+        # An n-gram that starts with a `##` piece always starts inside a word: no free left boundary. (Its first
+        # token a chunk at a time: a chain over a whole level holds n int64 arrays of it.)
+        chunk = min(self.partition_entries, 1 << 20)
+        for lo in range(0, len(w_counts), chunk):
+            ids = np.arange(lo, min(lo + chunk, len(w_counts)))
+            first_token = result.chain(n, ids, "prefix")[1]
+            result.entropy_left[n][ids[self.ends.glued[first_token]]] = 0.0
 
     def frequent(self, n: int, n_prev: int, spills: list[Spill], samples: list[np.ndarray]) -> np.ndarray:
         """Merge level n's spills: the frequent n-grams (their global id is their rank) into the result;
