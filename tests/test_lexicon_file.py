@@ -119,3 +119,16 @@ def test_empty_missing_and_invalid_utf8_files(tmp_path: Path):
 def test_tokens_with_spaces_cannot_be_saved(tmp_path: Path):
     with pytest.raises(ZenError, match="without spaces"):
         Lexicon([("a b", "c")], [1]).save(tmp_path / "x.txt")
+
+
+def test_save_writes_block_by_block_the_same_file(tmp_path, monkeypatch):
+    """ngram.txt written a block of lines at a time (a large lexicon is never one string) is the same file."""
+    from zencli.lexicon import ngram_file
+
+    lex = Lexicon([("北", "京"), ("a", "##b"), ("中", "国", "人"), ("x",), ("上", "海")], [9, 7, 5, 3, 1])
+    lex.save(tmp_path / "one.txt")
+    monkeypatch.setattr(ngram_file, "_SAVE_BLOCK", 2)
+    lex.save(tmp_path / "blocks.txt")
+    expected = "".join(line + "\n" for line in lex.lines()).encode("utf-8")
+    assert (tmp_path / "blocks.txt").read_bytes() == (tmp_path / "one.txt").read_bytes() == expected
+    assert Lexicon.load(tmp_path / "blocks.txt").ngrams == lex.ngrams

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zencli.atomic_write import atomic_write_text
+from zencli.atomic_write import atomic_write
 from zencli.errors import ZenError, where
 from zencli.text.reading import iter_lines
 
@@ -30,6 +30,9 @@ def _shorten(text: str, limit: int = 60) -> str:
 def raw_form(ngram: tuple[str, ...]) -> str:
     """The ZEN 1.0 spelling of an n-gram: tokens concatenated, `##` continuation markers removed."""
     return "".join(t[2:] if t.startswith("##") and len(t) > 2 else t for t in ngram)
+
+
+_SAVE_BLOCK = 1 << 16  # lines written at once
 
 
 @dataclass
@@ -132,5 +135,14 @@ class Lexicon:
 
     def save(self, path: str | Path, style: str | None = None) -> None:
         """Write ngram.txt (UTF-8, `\\n` line ends, one n-gram per line, id = line number)."""
-        text = "".join(line + "\n" for line in self.lines(style))
-        atomic_write_text(path, text)
+        def write(f) -> None:  # a block of lines at a time: a large lexicon is never one string in memory
+            block: list[str] = []
+            for line in self.lines(style):
+                block.append(line)
+                if len(block) == _SAVE_BLOCK:
+                    f.write(("\n".join(block) + "\n").encode("utf-8"))
+                    block = []
+            if block:
+                f.write(("\n".join(block) + "\n").encode("utf-8"))
+
+        atomic_write(path, write)

@@ -114,5 +114,7 @@ def ranked(freq: FrequentNgrams, sel: Selection) -> tuple[list[tuple[str, ...]],
     # Global token ids are ranks in sorted string order, so comparing ids compares strings.
     order = np.lexsort([mat[:, j] for j in range(width - 1, -1, -1)] + [-counts])
     tokens = freq.tokens
-    ngrams = [tuple(tokens[t] for t in row if t >= 0) for row in mat[order].tolist()]
+    ngrams: list[tuple[str, ...]] = []
+    for lo in range(0, len(order), PMI_CHUNK):  # rows as Python lists a chunk at a time (about 120 bytes a row)
+        ngrams += [tuple(tokens[t] for t in row if t >= 0) for row in mat[order[lo : lo + PMI_CHUNK]].tolist()]
     return ngrams, counts[order].tolist()
