@@ -325,3 +325,20 @@ def test_byte_ranges_without_a_line_start_give_empty_sections(tmp_path: Path):
     assert len(run.parts) == 3 and any(s.header["lines"] == 0 for s in sections)
     naive, positions = _naive(lines, 3)
     assert _as_dict(freq, 3) == dict(naive) and freq.positions == positions and run.lines == 4
+
+
+def test_selection_with_the_levels_released_is_the_same(tmp_path: Path, monkeypatch):
+    """`build`'s selection lets go of the merge's levels before the n-grams become tuples (a chunk at a time):
+    the same lexicon and counts per length."""
+    from zencli.lexicon import pmi as pmi_module
+
+    path = _corpus(tmp_path / "c.txt", _random_lines(3, 300, alphabet="abcdefgh", max_len=30))
+    cfg = LexiconConfig(min_n=2, max_n=5, min_freq=2, min_pmi=0.5)
+    _, _, kept = _frequent(tmp_path / "a", [path], max_n=5, min_freq=2)
+    lexicon, per_length, _ = extract.select_lexicon(kept, cfg)
+    _, _, freed = _frequent(tmp_path / "b", [path], max_n=5, min_freq=2)
+    monkeypatch.setattr(pmi_module, "PMI_CHUNK", 5)
+    lexicon2, per_length2, _ = extract.select_lexicon(freed, cfg, release=True)
+    assert len(lexicon) > 15 and list(zip(lexicon.ngrams, lexicon.freqs)) == list(zip(lexicon2.ngrams, lexicon2.freqs))
+    assert per_length == per_length2
+    assert not freed.counts and kept.size(3) > 0

@@ -36,7 +36,7 @@ from zencli.lexicon.counting import (
     merge_sections,
 )
 from zencli.lexicon.ngram_file import Lexicon, raw_form
-from zencli.lexicon.pmi import LOG_BASE, ranked, select
+from zencli.lexicon.pmi import LOG_BASE, as_tuples, ranked_rows, select
 from zencli.lexicon.settings import LexiconConfig
 from zencli.progress import optional_progress
 from zencli.text.tokenizer import BasicTokenizer, Tokenizer
@@ -304,11 +304,23 @@ def _fold_raw(ngrams: list[tuple[str, ...]], freqs: list[int]) -> tuple[list[tup
     return [g for g, _ in items], [f for _, f in items], len(ngrams) - len(items)
 
 
-def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig) -> tuple[Lexicon, dict[int, dict[str, int]], int]:
-    """Apply the thresholds; the lexicon in `cfg.style`, counts per length, and raw duplicates folded."""
+def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig,
+                   release: bool = False) -> tuple[Lexicon, dict[int, dict[str, int]], int]:
+    """Apply the thresholds; the lexicon in `cfg.style`, counts per length, and raw duplicates folded.
+    `release`: let go of `freq`'s levels once the selection is ranked (before its n-grams become tuples)."""
     sel = select(freq, min_n=cfg.min_n, max_n=cfg.max_n, min_freq=cfg.freq_threshold, min_pmi=cfg.pmi_threshold,
                  min_entropy=cfg.min_entropy)
-    ngrams, freqs = ranked(freq, sel)
+    per_length = {
+        n: {"candidates": int(freq.candidates.get(n, 0)), "frequent": freq.size(n),
+            "pmi": int(sel.passed_pmi.get(n, 0)), "selected": int(len(sel.ids.get(n, ())))}
+        for n in range(1, cfg.max_n + 1)
+    }
+    rows, counts = ranked_rows(freq, sel)
+    del sel
+    if release:
+        freq.release_levels()
+    ngrams, freqs = as_tuples(freq.tokens, rows), counts.tolist()
+    del rows, counts
     if not ngrams:
         entropy = f" and min_entropy={cfg.min_entropy:g}" if cfg.min_entropy is not None else ""
         raise ZenError(
@@ -319,13 +331,8 @@ def select_lexicon(freq: FrequentNgrams, cfg: LexiconConfig) -> tuple[Lexicon, d
     folded = 0
     if cfg.style == "raw":
         ngrams, freqs, folded = _fold_raw(ngrams, freqs)
-    if cfg.max_size is not None:  # most frequent first (`ranked`): the cap keeps the top
+    if cfg.max_size is not None:  # most frequent first (`ranked_rows`): the cap keeps the top
         ngrams, freqs = ngrams[: cfg.max_size], freqs[: cfg.max_size]
-    per_length = {
-        n: {"candidates": int(freq.candidates.get(n, 0)), "frequent": freq.size(n),
-            "pmi": int(sel.passed_pmi.get(n, 0)), "selected": int(len(sel.ids.get(n, ())))}
-        for n in range(1, cfg.max_n + 1)
-    }
     return Lexicon(ngrams, freqs, cfg.style), per_length, folded
 
 
@@ -341,7 +348,7 @@ def _corpus_info(freq: FrequentNgrams) -> dict[str, Any]:
 
 def _finish(freq: FrequentNgrams, cfg: LexiconConfig, times: dict[str, float]) -> LexiconResult:
     t0 = time.perf_counter()
-    lexicon, per_length, folded = select_lexicon(freq, cfg)
+    lexicon, per_length, folded = select_lexicon(freq, cfg, release=True)  # the caller reads only its totals
     times["select"] = time.perf_counter() - t0
     return LexiconResult(lexicon, _settings(cfg, freq.tokenizer), _corpus_info(freq), per_length,
                          times=times, merged_raw=folded)

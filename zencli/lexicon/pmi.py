@@ -97,12 +97,13 @@ def select(freq: FrequentNgrams, *, min_n: int, max_n: int, min_freq: int, min_p
     return sel
 
 
-def ranked(freq: FrequentNgrams, sel: Selection) -> tuple[list[tuple[str, ...]], list[int]]:
-    """The selected n-grams as token tuples with counts, most frequent first; ties in token order (Python
-    tuple order: a shorter n-gram before its extensions), so the order is fully deterministic."""
+def ranked_rows(freq: FrequentNgrams, sel: Selection) -> tuple[np.ndarray, np.ndarray]:
+    """The selected n-grams, most frequent first, ties in token order (Python tuple order: a shorter n-gram before
+    its extensions), so the order is fully deterministic: int32 [N, longest] global token ids (-1 after an
+    n-gram's end) and int64 [N] counts."""
     levels = [n for n in sorted(sel.ids) if len(sel.ids[n])]
     if not levels:
-        return [], []
+        return np.zeros((0, 0), np.int32), np.zeros(0, np.int64)
     width = max(levels)
     rows = []
     for n in levels:
@@ -113,8 +114,13 @@ def ranked(freq: FrequentNgrams, sel: Selection) -> tuple[list[tuple[str, ...]],
     counts = np.concatenate([sel.counts[n] for n in levels])
     # Global token ids are ranks in sorted string order, so comparing ids compares strings.
     order = np.lexsort([mat[:, j] for j in range(width - 1, -1, -1)] + [-counts])
-    tokens = freq.tokens
-    ngrams: list[tuple[str, ...]] = []
-    for lo in range(0, len(order), PMI_CHUNK):  # rows as Python lists a chunk at a time (about 120 bytes a row)
-        ngrams += [tuple(tokens[t] for t in row if t >= 0) for row in mat[order[lo : lo + PMI_CHUNK]].tolist()]
-    return ngrams, counts[order].tolist()
+    return mat[order], counts[order]
+
+
+def as_tuples(tokens: list[str], rows: np.ndarray) -> list[tuple[str, ...]]:
+    """Rows of token ids (-1: none) as tuples of token strings, a chunk of rows at a time: as Python lists a row
+    costs about 120 bytes, so the whole of a large lexicon's rows never is."""
+    out: list[tuple[str, ...]] = []
+    for lo in range(0, len(rows), PMI_CHUNK):
+        out += [tuple(tokens[t] for t in row if t >= 0) for row in rows[lo : lo + PMI_CHUNK].tolist()]
+    return out

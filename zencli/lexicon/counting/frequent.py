@@ -37,6 +37,12 @@ class FrequentNgrams:
     entropy_left: dict[int, np.ndarray] = field(default_factory=dict)
     entropy_right: dict[int, np.ndarray] = field(default_factory=dict)
 
+    def release_levels(self) -> None:
+        """Let go of the per-level arrays (most of the memory of a large corpus's merge) once nothing reads them;
+        the corpus totals and `candidates` stay."""
+        for levels in (self.counts, self.prefix, self.suffix, self.entropy_left, self.entropy_right):
+            levels.clear()
+
     def size(self, n: int) -> int:
         return len(self.counts.get(n, ()))
 
