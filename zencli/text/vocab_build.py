@@ -153,7 +153,7 @@ def _char_vocab(
     progress: Progress | None,
     workers: int = 1,
 ) -> tuple[list[str], tuple[int, int]]:
-    if workers > 1:
+    if workers > 1 and sum(check_readable(p).stat().st_size for p in corpus) > _RANGE_BYTES:  # else not worth a pool
         counts = _count_pieces_in_pool(corpus, basic, stats, progress, workers)
     else:
         counts = Counter()

@@ -116,14 +116,14 @@ def tokenize_corpus(
 
     With `directory` (made afresh), the arrays are written there as they grow (the files `save` writes) and
     come back memory-mapped: constant memory for any corpus. Without it they are built in memory.
-    `workers` > 1 (with `directory`): the files are cut into byte ranges of whole documents, tokenized in that
-    many processes and joined in order, which gives the same arrays. `on_doc(documents, chars)` reports
-    progress."""
+    `workers` > 1 (with `directory`, files over one range): the files are cut into byte ranges of whole
+    documents, tokenized in that many processes and joined in order, which gives the same arrays.
+    `on_doc(documents, chars)` reports progress."""
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True)
     modes = [detect_layout(f) if layout == "auto" else layout for f in files]
-    if workers > 1 and directory is not None:
+    if workers > 1 and directory is not None and sum(Path(f).stat().st_size for f in files) > _RANGE_BYTES:
         return _tokenize_in_pool(files, modes, tokenizer, on_doc, directory, workers)
     columns = _Columns(directory)
     for f, mode in zip(files, modes):
