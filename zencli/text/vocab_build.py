@@ -14,14 +14,13 @@ so every vocabulary entry is something the tokenizer can produce. Output order: 
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from zencli.cpus import in_processes
 from zencli.errors import ZenError
 from zencli.text.reading import (
     absolute_line_error,
@@ -185,22 +184,13 @@ def _count_pieces_in_pool(corpus: Sequence[str | Path], basic: BasicTokenizer, s
     tasks = [(str(p), start, end, basic, encoding_errors()) for p in corpus
              for start, end in shard_byte_ranges(p, max(workers, -(-check_readable(p).stat().st_size // _RANGE_BYTES)))]
     counts: Counter[str] = Counter()
-    ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (torch, Rich)
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
-        futures = {pool.submit(_count_range, *t): t for t in tasks}
-        try:
-            for fut in as_completed(futures):
-                part, lines, chars, replaced = fut.result()  # re-raises a worker's ZenError
-                counts.update(part)
-                stats.lines += lines
-                stats.chars += chars
-                record_replaced(replaced)
-                if progress is not None:
-                    progress(futures[fut][2] - futures[fut][1])
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
+    for k, (part, lines, chars, replaced) in in_processes(_count_range, tasks, workers):
+        counts.update(part)
+        stats.lines += lines
+        stats.chars += chars
+        record_replaced(replaced)
+        if progress is not None:
+            progress(tasks[k][2] - tasks[k][1])
     return counts
 
 

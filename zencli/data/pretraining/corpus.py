@@ -7,12 +7,10 @@ memory stays flat however large the corpus (4 bytes per token and 8 per sentence
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import shutil
 import struct
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -20,6 +18,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from zencli.atomic_write import save_npy
+from zencli.cpus import in_processes
 from zencli.data.documents import Segments, detect_layout, document_ranges, documents_in, half_segment
 from zencli.errors import ZenError
 from zencli.text.reading import absolute_line_error, decoding, encoding_errors, record_replaced
@@ -186,19 +185,10 @@ def _tokenize_in_pool(files: Sequence[Path], modes: list[str], tokenizer: Tokeni
         for start, end in document_ranges(f, mode, n):  # type: ignore[arg-type]
             tasks.append((str(f), mode, start, end, directory / f"range-{len(tasks):05d}", encoding_errors()))
     done: dict[int, dict[str, Any]] = {}
-    ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (torch, Rich)
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx,
-                             initializer=_init_tokenizer, initargs=(tokenizer,)) as pool:
-        futures = {pool.submit(_tokenize_range, *t): k for k, t in enumerate(tasks)}
-        try:
-            for fut in as_completed(futures):
-                done[futures[fut]] = fut.result()  # re-raises a worker's ZenError
-                if on_doc is not None:
-                    on_doc(sum(r["docs"] for r in done.values()), sum(r["chars"] for r in done.values()))
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
+    for k, result in in_processes(_tokenize_range, tasks, workers, _init_tokenizer, (tokenizer,)):
+        done[k] = result
+        if on_doc is not None:
+            on_doc(sum(r["docs"] for r in done.values()), sum(r["chars"] for r in done.values()))
     for k in range(len(tasks)):
         record_replaced(done[k]["replaced"])
     return _join_ranges([Path(t[4]) for t in tasks], directory, sum(r["chars"] for r in done.values()))
